@@ -1,0 +1,37 @@
+# cairn — see README.md. Everything runs as root on Debian 12.
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION)
+export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
+
+.PHONY: build deps test-deps run test lint bench clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init
+
+deps:
+	@scripts/install-deps.sh
+
+test-deps:
+	@scripts/install-deps.sh --test
+
+# Starts cairnd in the foreground on its embedded defaults
+# (/var/lib/cairn, /run/cairn/cairn.sock). Then, in another shell:
+#   bin/cairn create demo && bin/cairn exec demo -- uname -a
+run: deps build
+	bin/cairnd
+
+# Every test, with real runsc and btrfs (as root), then the linters.
+test: test-deps build lint
+	CAIRN_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	staticcheck ./...
+
+bench: deps build
+	CAIRN_BIN=$(CURDIR)/bin $(GO) run ./bench
+
+clean:
+	rm -rf bin

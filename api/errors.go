@@ -1,0 +1,43 @@
+package api
+
+// ErrorBody is the one JSON shape of every API error:
+//
+//	{"error":{"code":"S01","message":"no sandbox named \"web\""}}
+type ErrorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+// ErrorInfo is the code and human message of an API error.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Stable error codes. They are documented in docs/errors.md; never reuse or
+// renumber one. The letter says the area: V validation, S sandboxes,
+// I images, K checkpoints, L limits, A auth, O operations, X internal.
+const (
+	CodeInvalidName     = "V01" // a name does not match ^[a-z0-9][a-z0-9-]{0,62}$
+	CodeInvalidArgument = "V02" // a flag or field has a bad value
+	CodeInvalidRequest  = "V03" // the request body or method is malformed
+
+	CodeNoSandbox        = "S01" // no sandbox with that name in the account
+	CodeNameTaken        = "S02" // a sandbox with that name already exists
+	CodeAlreadyRunning   = "S03" // start of a running sandbox
+	CodeNotRunning       = "S04" // stop, exec or console of a stopped sandbox
+	CodeSandboxBusy      = "S05" // another operation on the sandbox is in progress
+	CodeRuntimeFailed    = "S06" // the runtime (runsc) failed to start, stop or run
+	CodeAgentUnreachable = "S07" // cairn-init inside the sandbox did not answer
+	CodeExecFailed       = "S08" // the command could not be started (not found, not executable)
+
+	CodeNoImage          = "I01" // no image with that name
+	CodeImageBuildFailed = "I02" // building an image failed
+
+	CodeNoCheckpoint = "K08" // no checkpoint/snapshot with that id or name in the account
+
+	CodeDiskLimit = "L04" // the account's disk limit is reached
+
+	CodeNoOperation = "O01" // no operation with that id
+
+	CodeInternal = "X01" // an unexpected failure inside cairnd
+)

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ExecRequest asks to run a command inside a sandbox. It is the body of
+// POST /v1/sandboxes/{name}/exec and, unchanged, the header cairnd sends to
+// cairn-init on a new exec stream.
+type ExecRequest struct {
+	Command []string `json:"command"`          // argv; Command[0] is looked up in PATH
+	Env     []string `json:"env,omitempty"`    // extra KEY=VALUE pairs
+	Dir     string   `json:"dir,omitempty"`    // working directory; default "/"
+	TTY     bool     `json:"tty,omitempty"`    // run on a pseudo-terminal (stdout and stderr merged)
+	Stdin   bool     `json:"stdin,omitempty"`  // the client sends stdin frames; without it stdin is /dev/null
+	Detach  bool     `json:"detach,omitempty"` // start, answer with the pid, leave it running; stdio is /dev/null
+	Rows    uint16   `json:"rows,omitempty"`   // initial terminal size when TTY
+	Cols    uint16   `json:"cols,omitempty"`
+}
+
+// ExecStarted answers an exec request once the process runs.
+type ExecStarted struct {
+	PID int `json:"pid"` // pid inside the sandbox
+}
+
+// ExitStatus is the payload of a FrameExit frame.
+type ExitStatus struct {
+	Code   int    `json:"code"`             // exit code; 128+N when killed by signal N
+	Signal string `json:"signal,omitempty"` // name of the signal that killed it, if any
+}
+
+// Resize is the payload of a FrameResize frame.
+type Resize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// FrameType says what a frame of an exec stream carries.
+//
+// After an exec is accepted, client and cairn-init exchange frames on one
+// byte stream (cairnd only pipes them through): one type byte, a big-endian
+// uint32 payload length, the payload. See docs/exec-protocol.md.
+type FrameType byte
+
+// Frame types. Client → sandbox: Stdin, StdinClose, Resize, Signal.
+// Sandbox → client: Stdout, Stderr, Exit (always last).
+const (
+	FrameStdin      FrameType = 1 // payload: bytes for the process's stdin
+	FrameStdout     FrameType = 2 // payload: bytes the process wrote to stdout (or the tty)
+	FrameStderr     FrameType = 3 // payload: bytes the process wrote to stderr
+	FrameStdinClose FrameType = 4 // no payload: close the process's stdin
+	FrameResize     FrameType = 5 // payload: JSON Resize
+	FrameSignal     FrameType = 6 // payload: signal number as one byte
+	FrameExit       FrameType = 7 // payload: JSON ExitStatus; the last frame
+)
+
+// MaxFramePayload bounds one frame's payload.
+const MaxFramePayload = 1 << 20
+
+// ErrFrameTooLarge is returned by ReadFrame for a payload over MaxFramePayload.
+var ErrFrameTooLarge = errors.New("exec frame too large")
+
+// WriteFrame writes one frame. It is not safe for concurrent use on one writer.
+func WriteFrame(w io.Writer, t FrameType, payload []byte) error {
+	if len(payload) > MaxFramePayload {
+		return ErrFrameTooLarge
+	}
+	buf := make([]byte, 5+len(payload))
+	buf[0] = byte(t)
+	binary.BigEndian.PutUint32(buf[1:5], uint32(len(payload)))
+	copy(buf[5:], payload)
+	_, err := w.Write(buf)
+	return err
+}
+
+// ReadFrame reads one frame. It returns io.EOF only when the stream ends
+// cleanly between frames.
+func ReadFrame(r io.Reader) (FrameType, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, nil, fmt.Errorf("exec frame header: %w", err)
+		}
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:5])
+	if n > MaxFramePayload {
+		return 0, nil, ErrFrameTooLarge
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return 0, nil, fmt.Errorf("exec frame payload: %w", err)
+	}
+	return FrameType(hdr[0]), payload, nil
+}

@@ -1,0 +1,97 @@
+package api
+
+import "time"
+
+// Sandbox states as reported by the API.
+const (
+	StateRunning  = "running"
+	StateStopped  = "stopped"
+	StateStarting = "starting"
+	StateStopping = "stopping"
+	StateCreating = "creating"
+	StateDeleting = "deleting"
+	StateError    = "error"
+)
+
+// Sandbox is an isolated Linux environment: an image, a writable layer and
+// processes.
+type Sandbox struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Account     string    `json:"account"`
+	Image       string    `json:"image"`
+	State       string    `json:"state"`
+	CPUs        float64   `json:"cpus,omitempty"`
+	MemoryBytes int64     `json:"memory_bytes,omitempty"`
+	Parent      string    `json:"parent,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	// AgentConnected says whether cairn-init inside answers; only meaningful
+	// while running.
+	AgentConnected bool `json:"agent_connected"`
+	// Pid is the host pid of the runsc sandbox process while running.
+	Pid int `json:"pid,omitempty"`
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	Name   string  `json:"name"`
+	Image  string  `json:"image,omitempty"` // default "busybox"
+	CPUs   float64 `json:"cpus,omitempty"`
+	Memory string  `json:"memory,omitempty"` // e.g. "512M", "2G"; default: no limit beyond the host's
+}
+
+// Image is a read-only root file system sandboxes start from.
+type Image struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Ready       bool      `json:"ready"` // built and usable; otherwise built on first use
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+}
+
+// Operation is long work started by a request. Its events are streamed by
+// GET /v1/operations/{id}/events as NDJSON.
+type Operation struct {
+	ID        string     `json:"id"`
+	Kind      string     `json:"kind"`     // e.g. "sandbox.create"
+	Resource  string     `json:"resource"` // e.g. "sandbox/web"
+	Status    string     `json:"status"`   // "running", "success", "failure"
+	Error     *ErrorInfo `json:"error,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// Operation statuses.
+const (
+	OpRunning = "running"
+	OpSuccess = "success"
+	OpFailure = "failure"
+)
+
+// Event is one NDJSON line of an operation's stream:
+//
+//	{"type":"progress","data":"Building image debian: I: Retrieving Packages","time":"…"}
+//
+// Type is info, progress, error or complete. For error, Data is an
+// ErrorInfo; for complete, Data is the operation's result (e.g. a Sandbox);
+// otherwise a string.
+type Event struct {
+	Type string    `json:"type"`
+	Data any       `json:"data,omitempty"`
+	Time time.Time `json:"time"`
+}
+
+// Event types.
+const (
+	EventInfo     = "info"
+	EventProgress = "progress"
+	EventError    = "error"
+	EventComplete = "complete"
+)
+
+// ServerInfo answers GET /v1.
+type ServerInfo struct {
+	Version string `json:"version"`
+	Account string `json:"account"`
+	Runtime string `json:"runtime"` // path of runsc in use
+	Pool    string `json:"pool"`
+}

@@ -1,0 +1,124 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// ExecIO connects an attached command to the caller.
+type ExecIO struct {
+	Stdin  io.Reader // read only if the request has Stdin; EOF closes the process's stdin
+	Stdout io.Writer // the process's stdout (and stderr, with a TTY)
+	Stderr io.Writer
+	Resize <-chan api.Resize // terminal size changes, for TTY sessions; may be nil
+}
+
+// ExecDetached starts a command that keeps running in the background and
+// returns its pid inside the sandbox.
+func (c *Client) ExecDetached(ctx context.Context, name string, req api.ExecRequest) (int, error) {
+	req.Detach = true
+	var out api.ExecStarted
+	err := c.do(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(name)+"/exec", req, &out)
+	return out.PID, err
+}
+
+// Exec runs a command attached to io until it exits and returns its exit
+// status. If the sandbox is starting or restoring, cairnd holds the request
+// until it is ready.
+func (c *Client) Exec(ctx context.Context, name string, req api.ExecRequest, eio ExecIO) (api.ExitStatus, error) {
+	req.Detach = false
+	h := http.Header{}
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "cairn-exec")
+	resp, err := c.send(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(name)+"/exec", req, h)
+	if err != nil {
+		return api.ExitStatus{}, err
+	}
+	conn, ok := resp.Body.(io.ReadWriteCloser)
+	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
+		resp.Body.Close()
+		return api.ExitStatus{}, fmt.Errorf("exec: cairnd answered %s instead of switching protocols", resp.Status)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	var wmu sync.Mutex
+	write := func(t api.FrameType, p []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return api.WriteFrame(conn, t, p)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	if req.Stdin && eio.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := eio.Stdin.Read(buf)
+				if n > 0 && write(api.FrameStdin, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					write(api.FrameStdinClose, nil)
+					return
+				}
+			}
+		}()
+	}
+	if eio.Resize != nil {
+		go func() {
+			for {
+				select {
+				case sz := <-eio.Resize:
+					b, _ := json.Marshal(sz)
+					if write(api.FrameResize, b) != nil {
+						return
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	stdout, stderr := orDiscard(eio.Stdout), orDiscard(eio.Stderr)
+	for {
+		t, p, err := api.ReadFrame(conn)
+		if err != nil {
+			if ctx.Err() != nil {
+				return api.ExitStatus{}, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return api.ExitStatus{}, fmt.Errorf("exec session ended without an exit status: %w", err)
+		}
+		switch t {
+		case api.FrameStdout:
+			stdout.Write(p)
+		case api.FrameStderr:
+			stderr.Write(p)
+		case api.FrameExit:
+			var st api.ExitStatus
+			if err := json.Unmarshal(p, &st); err != nil {
+				return st, fmt.Errorf("exec: bad exit status: %w", err)
+			}
+			return st, nil
+		}
+	}
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}

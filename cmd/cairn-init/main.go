@@ -1,0 +1,32 @@
+// Command cairn-init is PID 1 of every cairn sandbox: it reaps, forwards
+// signals and runs the commands cairnd asks for. See package initd.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cairn-sandbox/cairn/internal/initd"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	socket := flag.String("socket", initd.DefaultSocketPath, "host unix socket to dial for cairnd")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "cairn-init")
+	cfg := initd.Config{
+		SocketPath: *socket,
+		IsInit:     os.Getpid() == 1,
+		Version:    version,
+		Log:        log,
+	}
+	if err := initd.Run(context.Background(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "cairn-init:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,66 @@
+// Command cairnd is cairn's daemon: it runs sandboxes and serves the API the
+// cairn CLI talks to. See `cairnd --help`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cairn-sandbox/cairn/internal/daemon"
+	"github.com/cairn-sandbox/cairn/internal/sandbox"
+)
+
+func main() {
+	var cfg daemon.Config
+	var poolSize, logLevel string
+	flag.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cairn", "directory for the pool, metadata and per-sandbox files")
+	flag.StringVar(&cfg.Socket, "socket", "/run/cairn/cairn.sock", "unix socket of the API (mode 0600)")
+	flag.StringVar(&cfg.Pool, "pool", "", "an existing btrfs directory to use as the pool (default: a loop file in the data dir)")
+	flag.StringVar(&poolSize, "pool-size", "20G", "size of the pool's sparse loop file when it is created")
+	flag.StringVar(&cfg.Runsc, "runsc", "", "path of gVisor's runsc (default: found on PATH)")
+	flag.StringVar(&cfg.InitBinary, "init", "", "path of the cairn-init binary (default: cairn-init next to cairnd)")
+	flag.StringVar(&cfg.CacheDir, "cache-dir", "", "downloads kept between image builds (default: DATA-DIR/cache)")
+	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	version := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *version {
+		fmt.Println("cairnd", daemon.Version)
+		return
+	}
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fatal(fmt.Errorf("--log-level: %w", err))
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+
+	size, err := sandbox.ParseSize(poolSize)
+	if err != nil {
+		fatal(fmt.Errorf("--pool-size: %w", err))
+	}
+	cfg.PoolSize = size
+	if cfg.InitBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fatal(err)
+		}
+		cfg.InitBinary = filepath.Join(filepath.Dir(exe), "cairn-init")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, cfg); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "cairnd:", err)
+	os.Exit(1)
+}

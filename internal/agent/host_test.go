@@ -1,0 +1,220 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/initd"
+)
+
+// The tests run a real cairn-init (initd.Run) in the test process, one at
+// a time: its reaper waits for every child of the process.
+
+func socketPath(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "cairn-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "agent.sock")
+}
+
+func listen(t *testing.T, sock string) *agent.Host {
+	t.Helper()
+	h, err := agent.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// startInit runs cairn-init dialing sock until the test ends. The returned
+// channel is closed when it has returned.
+func startInit(t *testing.T, sock string) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := initd.Run(ctx, initd.Config{SocketPath: sock, Version: "test", Log: log}); err != nil {
+			t.Errorf("initd.Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return done
+}
+
+func timeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// echo runs echo through h and checks its output.
+func echo(t *testing.T, h *agent.Host) {
+	t.Helper()
+	_, st, err := h.Exec(timeout(t, 5*time.Second), api.ExecRequest{Command: []string{"echo", "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out bytes.Buffer
+	for {
+		typ, payload, err := api.ReadFrame(st)
+		if err != nil {
+			t.Fatalf("read frame: %v", err)
+		}
+		if typ == api.FrameExit {
+			var status api.ExitStatus
+			if err := json.Unmarshal(payload, &status); err != nil || status.Code != 0 || out.String() != "hi\n" {
+				t.Fatalf("echo hi: %q, %+v, %v", out.String(), status, err)
+			}
+			return
+		}
+		out.Write(payload)
+	}
+}
+
+// alive reports whether pid runs (is neither gone nor a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return err == nil && !regexp.MustCompile(`\) [ZX] `).Match(b)
+}
+
+func TestOpsWaitForAConnection(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	if h.Connected() {
+		t.Fatal("connected without an agent")
+	}
+	_, err := h.Ping(timeout(t, 50*time.Millisecond))
+	if !errors.Is(err, context.DeadlineExceeded) || !errdefs.Is(err, api.CodeAgentUnreachable) ||
+		err.Error() != "agent not connected: context deadline exceeded" {
+		t.Fatalf("ping without agent: %v", err)
+	}
+
+	// An exec issued before cairn-init connects runs once it does.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := h.Exec(timeout(t, 5*time.Second), api.ExecRequest{Command: []string{"true"}, Detach: true})
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	startInit(t, sock)
+	if err := <-done; err != nil {
+		t.Fatalf("exec waiting for the agent: %v", err)
+	}
+	if !h.Connected() {
+		t.Error("not connected")
+	}
+}
+
+func TestPing(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	startInit(t, sock)
+	if err := h.WaitConnected(timeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := h.Ping(timeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != "test" || info.PID != os.Getpid() || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(info.BootID) {
+		t.Errorf("ping: %+v", info)
+	}
+}
+
+func TestReconnect(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	startInit(t, sock)
+	if err := h.WaitConnected(timeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := h.Ping(timeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _, err := h.Exec(timeout(t, 5*time.Second), api.ExecRequest{Command: []string{"sleep", "30"}, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Kill(pid, unix.SIGKILL) })
+
+	// cairnd goes away and comes back on the same path.
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Ping(timeout(t, time.Second)); !errors.Is(err, agent.ErrClosed) {
+		t.Errorf("ping on a closed host: %v", err)
+	}
+	h = listen(t, sock)
+	if err := h.WaitConnected(timeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	echo(t, h)
+	after, err := h.Ping(timeout(t, 5*time.Second))
+	if err != nil || after.BootID != before.BootID {
+		t.Errorf("after reconnect: %+v, %v; before %+v", after, err, before)
+	}
+	if !alive(pid) {
+		t.Errorf("detached process %d did not survive the reconnect", pid)
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	done := startInit(t, sock)
+	ctx := timeout(t, 5*time.Second)
+	pid, _, err := h.Exec(ctx, api.ExecRequest{Command: []string{"sh", "-c", "trap '' TERM; sleep 30"}, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Shutdown(ctx, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("pid %d survived shutdown", pid)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("cairn-init did not exit")
+	}
+	for h.Connected() {
+		if ctx.Err() != nil {
+			t.Fatal("still connected after shutdown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSync(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	startInit(t, sock)
+	if err := h.Sync(timeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}

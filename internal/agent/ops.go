@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+)
+
+// StartError is returned by Exec when cairn-init could not start the
+// command, e.g. `exec: "nosuch": executable file not found in $PATH`.
+type StartError struct {
+	Msg string
+}
+
+func (e *StartError) Error() string { return e.Msg }
+
+// Ping asks cairn-init who it is. It waits for a connection until ctx ends.
+func (h *Host) Ping(ctx context.Context) (api.AgentInfo, error) {
+	sess, _, err := h.session(ctx)
+	if err != nil {
+		return api.AgentInfo{}, err
+	}
+	return h.ping(ctx, sess)
+}
+
+func (h *Host) ping(ctx context.Context, sess *yamux.Session) (api.AgentInfo, error) {
+	var info api.AgentInfo
+	st, err := request(ctx, sess, api.AgentRequest{Op: api.AgentOpPing}, &info)
+	if err != nil {
+		return api.AgentInfo{}, err
+	}
+	st.Close()
+	return info, nil
+}
+
+// Exec starts req's command in the sandbox and returns its pid. Unless
+// req.Detach, it also returns the exec stream: the caller writes and reads
+// the frames of api/exec.go on it, the last one it reads is FrameExit, and
+// it must Close it. Closing it before FrameExit hangs up the command (see
+// docs/exec-protocol.md), and so does the end of ctx, which bounds the
+// whole session as with exec.CommandContext. If the command could not
+// start, the error is a *StartError.
+func (h *Host) Exec(ctx context.Context, req api.ExecRequest) (int, io.ReadWriteCloser, error) {
+	var started api.ExecStarted
+	st, err := h.do(ctx, api.AgentRequest{Op: api.AgentOpExec, Exec: &req}, &started)
+	if err != nil {
+		return 0, nil, err
+	}
+	if req.Detach {
+		st.Close()
+		return started.PID, nil, nil
+	}
+	stop := context.AfterFunc(ctx, func() { abort(st) })
+	return started.PID, &execStream{Conn: st, stop: stop}, nil
+}
+
+// Sync makes cairn-init flush every file system to disk, as before a
+// snapshot.
+func (h *Host) Sync(ctx context.Context) error {
+	var res api.AgentResult
+	st, err := h.do(ctx, api.AgentRequest{Op: api.AgentOpSync}, &res)
+	if err != nil {
+		return err
+	}
+	st.Close()
+	return nil
+}
+
+// Shutdown makes cairn-init send SIGTERM to every process, SIGKILL to what
+// is left after grace, and exit, which ends the sandbox. It returns once
+// the processes are gone; ctx must allow for grace.
+func (h *Host) Shutdown(ctx context.Context, grace time.Duration) error {
+	var res api.AgentResult
+	req := api.AgentRequest{Op: api.AgentOpShutdown, GraceMS: grace.Milliseconds()}
+	st, err := h.do(ctx, req, &res)
+	if err != nil {
+		return err
+	}
+	st.Close()
+	return nil
+}
+
+// do waits for a connection and makes one request on it.
+func (h *Host) do(ctx context.Context, req api.AgentRequest, reply any) (net.Conn, error) {
+	sess, _, err := h.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return request(ctx, sess, req, reply)
+}
+
+// request opens a stream on sess, writes req and reads the reply line into
+// reply. The stream is returned open, positioned after the reply line.
+func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, reply any) (net.Conn, error) {
+	st, err := sess.OpenStream()
+	if err != nil {
+		return nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "agent %s", req.Op)
+	}
+	stop := context.AfterFunc(ctx, func() { abort(st) })
+	defer stop()
+	fail := func(err error) (net.Conn, error) {
+		abort(st)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "agent %s", req.Op)
+	}
+	if err := api.WriteMessage(st, req); err != nil {
+		return fail(err)
+	}
+	var line json.RawMessage
+	if err := api.ReadMessage(st, &line); err != nil {
+		return fail(err)
+	}
+	var res api.AgentResult // every reply may carry an error instead
+	if err := json.Unmarshal(line, &res); err != nil {
+		return fail(err)
+	}
+	if res.Error != "" {
+		st.Close()
+		if req.Op == api.AgentOpExec {
+			return nil, &StartError{Msg: res.Error}
+		}
+		return nil, fmt.Errorf("agent %s: %s", req.Op, res.Error)
+	}
+	if err := json.Unmarshal(line, reply); err != nil {
+		return fail(err)
+	}
+	return st, nil
+}
+
+// abort ends a stream at once: pending reads and writes fail, and the
+// other side sees it closed.
+func abort(st net.Conn) {
+	_ = st.SetDeadline(time.Now())
+	st.Close()
+}
+
+// execStream is an exec stream whose Close also releases its ctx watch.
+type execStream struct {
+	net.Conn
+	stop func() bool
+}
+
+func (s *execStream) Close() error {
+	s.stop()
+	return s.Conn.Close()
+}

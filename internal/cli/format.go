@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// formatSize renders bytes in binary units: "512MiB", "1.5GiB", "900B".
+// Whole multiples print without decimals; others with one.
+func formatSize(n int64) string {
+	if n < 0 {
+		return "-" + formatSize(-n)
+	}
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for i < len(units)-1 && n >= int64(1)<<(10*(i+1)) {
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	unit := int64(1) << (10 * i)
+	if n%unit == 0 {
+		return strconv.FormatInt(n/unit, 10) + units[i]
+	}
+	v := float64(n) / float64(unit)
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	if s == "1024.0" && i < len(units)-1 {
+		// Rounded up into the next unit (e.g. 1023.96KiB).
+		return "1" + units[i+1]
+	}
+	return strings.TrimSuffix(s, ".0") + units[i]
+}
+
+// formatAge renders how long ago t was, as of now: "just now", "42 sec
+// ago", "3 min ago", "5 hours ago", "2 days ago", "3 weeks ago", "4
+// months ago", "2 years ago". The zero time is "-".
+func formatAge(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	const day = 24 * time.Hour
+	switch {
+	case d < time.Second:
+		return "just now" // also a little in the future: clock skew
+	case d < time.Minute:
+		return fmt.Sprintf("%d sec ago", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d/time.Minute))
+	case d < day:
+		return plural(int(d/time.Hour), "hour") + " ago"
+	case d < 14*day:
+		return plural(int(d/day), "day") + " ago"
+	case d < 60*day:
+		return plural(int(d/(7*day)), "week") + " ago"
+	case d < 730*day:
+		return plural(int(d/(30*day)), "month") + " ago"
+	default:
+		return plural(int(d/(365*day)), "year") + " ago"
+	}
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// formatCPUs renders a CPU limit; 0 means none.
+func formatCPUs(cpus float64) string {
+	if cpus == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(cpus, 'f', -1, 64)
+}
+
+// formatMemory renders a memory limit; 0 means none.
+func formatMemory(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return formatSize(n)
+}
+
+// orDash returns s, or "-" if it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// table writes aligned columns. Call Row for each line, then Flush.
+type table struct{ tw *tabwriter.Writer }
+
+// newTable starts a table on w with the given header (nil: none).
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)}
+	if len(header) > 0 {
+		t.Row(header...)
+	}
+	return t
+}
+
+// Row adds one line. Tabs and newlines in cells are replaced by spaces so
+// they cannot break the layout.
+func (t *table) Row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = strings.Map(func(r rune) rune {
+			if r == '\t' || r == '\n' || r == '\r' {
+				return ' '
+			}
+			return r
+		}, c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// Flush writes the table out.
+func (t *table) Flush() error { return t.tw.Flush() }

@@ -1,0 +1,368 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/client"
+)
+
+// createOptions are the flags of cairn create.
+type createOptions struct {
+	Name   string
+	Image  string
+	CPUs   float64
+	Memory string
+}
+
+func newCreateCommand(g *globalOptions) *cobra.Command {
+	var opts createOptions
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a sandbox and start it",
+		Long: `Create a sandbox named NAME from an image and start it.
+
+cairn follows the operation until the sandbox runs, printing its progress on
+stderr. The first use of an image builds it, which can take a few minutes.
+Ctrl-C stops following; the creation goes on in cairnd.
+
+NAME: up to 63 lowercase letters, digits and dashes, starting with a letter
+or digit.
+--memory takes a size such as 512M or 2G.`,
+		Example: `  cairn create web
+  cairn create dev --image debian --cpus 2 --memory 2G`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runCreate(cmd.Context(), opts, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian; see \"cairn image list\")")
+	f.Float64Var(&opts.CPUs, "cpus", 0, "CPU limit, e.g. 1.5 (default: no limit)")
+	f.StringVar(&opts.Memory, "memory", "", "memory limit, e.g. 512M, 2G (default: no limit)")
+	return cmd
+}
+
+func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{
+		Name:   opts.Name,
+		Image:  opts.Image,
+		CPUs:   opts.CPUs,
+		Memory: opts.Memory,
+	})
+	if err != nil {
+		return err
+	}
+	sb, err := waitSandbox(ctx, c, op, opts.Name, g)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(sb)
+	}
+	g.printf("Sandbox %s created and running (id %s)\n", sb.Name, sb.ID)
+	return nil
+}
+
+// listOptions are the flags of cairn list.
+type listOptions struct {
+	Parent string
+}
+
+func newListCommand(g *globalOptions) *cobra.Command {
+	var opts listOptions
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List sandboxes",
+		Long: `List the sandboxes of your account with their state, image, limits,
+parent (the sandbox a fork came from) and age.
+
+--parent keeps only the forks of one sandbox. --json prints an array of
+sandbox objects.`,
+		Example: `  cairn list
+  cairn list --parent web
+  cairn list --json`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runList(cmd.Context(), opts, g)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Parent, "parent", "", "only forks of this sandbox")
+	return cmd
+}
+
+func runList(ctx context.Context, opts listOptions, g *globalOptions) error {
+	list, err := g.client().Sandboxes(ctx, opts.Parent)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if list == nil {
+			list = []api.Sandbox{}
+		}
+		return g.printJSON(list)
+	}
+	now := g.now()
+	t := newTable(g.stdout, "NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "PARENT", "CREATED")
+	for _, sb := range list {
+		t.Row(sb.Name, sb.State, sb.Image, formatCPUs(sb.CPUs), formatMemory(sb.MemoryBytes),
+			orDash(sb.Parent), formatAge(now, sb.CreatedAt))
+	}
+	return t.Flush()
+}
+
+// infoOptions are the arguments of cairn info.
+type infoOptions struct {
+	Name string
+}
+
+func newInfoCommand(g *globalOptions) *cobra.Command {
+	var opts infoOptions
+	return &cobra.Command{
+		Use:   "info NAME",
+		Short: "Show a sandbox's details",
+		Long: `Show what cairnd knows about one sandbox: id, state, image, limits,
+parent, creation time, whether cairn-init inside answers, and the host pid
+of its runsc process while it runs.`,
+		Example: `  cairn info web
+  cairn info web --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runInfo(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
+	sb, err := g.client().Sandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(sb)
+	}
+	created := "-"
+	if !sb.CreatedAt.IsZero() {
+		created = fmt.Sprintf("%s (%s)", sb.CreatedAt.UTC().Format(time.DateTime+" UTC"), formatAge(g.now(), sb.CreatedAt))
+	}
+	pid := "-"
+	if sb.Pid != 0 {
+		pid = fmt.Sprint(sb.Pid)
+	}
+	t := newTable(g.stdout)
+	t.Row("name", sb.Name)
+	t.Row("id", sb.ID)
+	t.Row("state", sb.State)
+	t.Row("image", sb.Image)
+	t.Row("cpus", formatCPUs(sb.CPUs))
+	t.Row("memory", formatMemory(sb.MemoryBytes))
+	t.Row("parent", orDash(sb.Parent))
+	t.Row("created", created)
+	t.Row("agent connected", yesNo(sb.AgentConnected))
+	t.Row("pid", pid)
+	return t.Flush()
+}
+
+// startOptions are the arguments of cairn start.
+type startOptions struct {
+	Name string
+}
+
+func newStartCommand(g *globalOptions) *cobra.Command {
+	var opts startOptions
+	return &cobra.Command{
+		Use:   "start NAME",
+		Short: "Start a stopped sandbox",
+		Long: `Start a stopped sandbox and wait until cairn-init inside answers.
+Ctrl-C stops waiting; the start goes on in cairnd.`,
+		Example: `  cairn start web`,
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runStart(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runStart(ctx context.Context, opts startOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.StartSandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	return finishLifecycle(ctx, c, op, opts.Name, "started", g)
+}
+
+// stopOptions are the arguments and flags of cairn stop.
+type stopOptions struct {
+	Name string
+	// --snapshot (keep memory, resume on start) will go here.
+}
+
+func newStopCommand(g *globalOptions) *cobra.Command {
+	var opts stopOptions
+	return &cobra.Command{
+		Use:   "stop NAME",
+		Short: "Stop a running sandbox",
+		Long: `Stop a running sandbox: its processes end, its disk (writable layer) is
+kept, and "cairn start" runs it again. Ctrl-C stops waiting; the stop goes on
+in cairnd.`,
+		Example: `  cairn stop web`,
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runStop(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runStop(ctx context.Context, opts stopOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.StopSandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	return finishLifecycle(ctx, c, op, opts.Name, "stopped", g)
+}
+
+// restartOptions are the arguments of cairn restart.
+type restartOptions struct {
+	Name string
+}
+
+func newRestartCommand(g *globalOptions) *cobra.Command {
+	var opts restartOptions
+	return &cobra.Command{
+		Use:   "restart NAME",
+		Short: "Stop a sandbox (if running) and start it again",
+		Long: `Stop a sandbox if it runs, then start it again; services start anew,
+hand-started processes do not come back. Ctrl-C stops waiting; the restart
+goes on in cairnd.`,
+		Example: `  cairn restart web`,
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runRestart(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runRestart(ctx context.Context, opts restartOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.RestartSandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	return finishLifecycle(ctx, c, op, opts.Name, "restarted", g)
+}
+
+// deleteOptions are the arguments of cairn delete.
+type deleteOptions struct {
+	Name string
+}
+
+func newDeleteCommand(g *globalOptions) *cobra.Command {
+	var opts deleteOptions
+	return &cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Stop and remove a sandbox",
+		Long: `Stop a sandbox if it runs and remove it with its writable layer.
+Ctrl-C stops waiting; the deletion goes on in cairnd.`,
+		Example: `  cairn delete web`,
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runDelete(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runDelete(ctx context.Context, opts deleteOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.DeleteSandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	raw, err := follow(ctx, c, op, opts.Name, g)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+			return g.printJSON(map[string]string{"deleted": opts.Name})
+		}
+		return g.printJSON(raw)
+	}
+	g.printf("Sandbox %s deleted\n", opts.Name)
+	return nil
+}
+
+// finishLifecycle follows an operation whose result is the sandbox and
+// prints "Sandbox NAME <done>", or the sandbox with --json.
+func finishLifecycle(ctx context.Context, c *client.Client, op api.Operation, name, done string, g *globalOptions) error {
+	sb, err := waitSandbox(ctx, c, op, name, g)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(sb)
+	}
+	g.printf("Sandbox %s %s\n", name, done)
+	return nil
+}
+
+// waitSandbox is follow for operations whose result is a sandbox.
+func waitSandbox(ctx context.Context, c *client.Client, op api.Operation, name string, g *globalOptions) (api.Sandbox, error) {
+	var sb api.Sandbox
+	raw, err := follow(ctx, c, op, name, g)
+	if err != nil {
+		return sb, err
+	}
+	if err := json.Unmarshal(raw, &sb); err != nil {
+		return sb, fmt.Errorf("operation %s: bad result: %w", op.ID, err)
+	}
+	return sb, nil
+}
+
+// follow streams op's events to stderr until it ends and returns its
+// result. Human mode prints each event's data on a line; --json prints
+// each event as a JSON line. If ctx ends first (Ctrl-C) the error says
+// which operation was left running; name is the sandbox it works on.
+func follow(ctx context.Context, c *client.Client, op api.Operation, name string, g *globalOptions) (json.RawMessage, error) {
+	raw, err := c.Follow(ctx, op, func(ev api.Event) { g.printEvent(ev) })
+	if err != nil && ctx.Err() != nil {
+		return nil, &interruptedError{op: op, resource: name}
+	}
+	return raw, err
+}
+
+// printEvent writes one progress event to stderr.
+func (g *globalOptions) printEvent(ev api.Event) {
+	if g.JSON {
+		b, err := json.Marshal(ev)
+		if err == nil {
+			fmt.Fprintf(g.stderr, "%s\n", b)
+		}
+		return
+	}
+	switch d := ev.Data.(type) {
+	case nil:
+	case string:
+		fmt.Fprintln(g.stderr, d)
+	default:
+		b, _ := json.Marshal(d)
+		fmt.Fprintf(g.stderr, "%s\n", b)
+	}
+}

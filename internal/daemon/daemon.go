@@ -1,0 +1,172 @@
+// Package daemon assembles cairnd: it locks the data dir, opens the pool,
+// the metadata store and the runtime, re-adopts running sandboxes, and
+// serves the API on the unix socket until its context ends. Stopping the
+// daemon leaves sandboxes running; the next start adopts them.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/sandbox"
+	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
+	"github.com/cairn-sandbox/cairn/internal/server"
+	"github.com/cairn-sandbox/cairn/internal/volume"
+)
+
+// Version is cairn's version, set at build time with -ldflags.
+var Version = "dev"
+
+// Config is cairnd's configuration; the zero value of each field but
+// InitBinary means the embedded default.
+type Config struct {
+	DataDir    string // default /var/lib/cairn
+	Socket     string // default /run/cairn/cairn.sock
+	Pool       string // an existing btrfs directory; default: a loop file in DataDir
+	PoolSize   int64  // size of a new loop file; default 20 GiB
+	Runsc      string // runsc binary; default: found on PATH
+	InitBinary string // cairn-init binary on the host
+	CacheDir   string // downloads kept between image builds; default DataDir/cache
+}
+
+func (c *Config) defaults() {
+	if c.DataDir == "" {
+		c.DataDir = "/var/lib/cairn"
+	}
+	if c.Socket == "" {
+		c.Socket = "/run/cairn/cairn.sock"
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = filepath.Join(c.DataDir, "cache")
+	}
+}
+
+// Run runs cairnd until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.defaults()
+	if os.Geteuid() != 0 {
+		return errors.New("cairnd must run as root (it mounts btrfs and runs gVisor)")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	runscPath, err := runsc.Find(cfg.Runsc)
+	if err != nil {
+		return err
+	}
+	var pool *volume.Pool
+	if cfg.Pool != "" {
+		pool, err = volume.OpenDir(cfg.Pool)
+	} else {
+		pool, err = volume.OpenLoop(ctx, cfg.DataDir, cfg.PoolSize)
+	}
+	if err != nil {
+		return fmt.Errorf("storage pool: %w", err)
+	}
+	store, err := sqlite.Open(filepath.Join(cfg.DataDir, "cairn.db"), time.Now)
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	defer store.Close()
+	if _, err := store.EnsureAccount(ctx, server.DefaultAccount); err != nil {
+		return err
+	}
+
+	opsCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelOps()
+	ops := operation.NewRegistry(opsCtx, time.Now)
+	images := image.New(pool, cfg.CacheDir)
+	mgr, err := sandbox.NewManager(sandbox.Config{
+		DataDir:    cfg.DataDir,
+		InitBinary: cfg.InitBinary,
+		Store:      store,
+		Pool:       pool,
+		Images:     images,
+		Runtime:    runsc.New(runscPath, filepath.Join(cfg.DataDir, "runsc")),
+		Ops:        ops,
+		Now:        time.Now,
+	})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	if err := mgr.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+
+	ln, err := listen(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           server.New(mgr, images, ops, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("cairnd stopping; sandboxes keep running")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return nil
+}
+
+// lockDataDir makes sure one cairnd at a time uses the data dir.
+func lockDataDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "cairnd.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data dir %s is in use by another cairnd", dir)
+	}
+	return func() { f.Close() }, nil
+}
+
+// listen opens the API socket, mode 0600, replacing a stale one.
+func listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another cairnd is listening on %s", path)
+	}
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}

@@ -1,0 +1,144 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/volume"
+)
+
+// Progress receives one human-readable line per step of a build.
+type Progress func(line string)
+
+// builder fills dir (an empty writable subvolume) with an image's tree.
+type builder struct {
+	description string
+	build       func(ctx context.Context, dir string, progress Progress) error
+}
+
+// Catalog knows the images cairn can build and builds each at most once at a
+// time.
+type Catalog struct {
+	pool     *volume.Pool
+	builders map[string]builder
+
+	mu       sync.Mutex
+	building map[string]*build
+}
+
+type build struct {
+	done chan struct{}
+	err  error
+}
+
+// New returns the catalog of built-in images stored in pool. cacheDir keeps
+// downloaded packages between builds.
+func New(pool *volume.Pool, cacheDir string) *Catalog {
+	return &Catalog{
+		pool: pool,
+		builders: map[string]builder{
+			"busybox": {"BusyBox from Debian's busybox-static: a shell and core tools, starts in milliseconds", buildBusybox},
+			"debian":  {"Debian 12 bookworm, minbase (debootstrap), with apt, curl, procps and sqlite3", debianBuilder(cacheDir)},
+		},
+		building: map[string]*build{},
+	}
+}
+
+// Known reports whether name is an image the catalog can provide.
+func (c *Catalog) Known(name string) bool {
+	_, ok := c.builders[name]
+	return ok
+}
+
+// List returns every image, built or not, by name.
+func (c *Catalog) List() ([]api.Image, error) {
+	var out []api.Image
+	for name, b := range c.builders {
+		img := api.Image{Name: name, Description: b.description}
+		ok, err := volume.IsSubvolume(c.pool.ImagePath(name))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			img.Ready = true
+			if fi, err := os.Stat(c.pool.ImagePath(name)); err == nil {
+				img.CreatedAt = fi.ModTime().UTC()
+			}
+		}
+		out = append(out, img)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Ensure returns the path of the image subvolume name, building it first if
+// needed. Concurrent callers for one image share a single build.
+func (c *Catalog) Ensure(ctx context.Context, name string, progress Progress) (string, error) {
+	b, ok := c.builders[name]
+	if !ok {
+		return "", errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", name)
+	}
+	path := c.pool.ImagePath(name)
+	for {
+		if ready, err := volume.IsSubvolume(path); err != nil {
+			return "", err
+		} else if ready {
+			return path, nil
+		}
+		c.mu.Lock()
+		cur, running := c.building[name]
+		if !running {
+			cur = &build{done: make(chan struct{})}
+			c.building[name] = cur
+			c.mu.Unlock()
+			cur.err = c.build(ctx, name, b, progress)
+			c.mu.Lock()
+			delete(c.building, name)
+			c.mu.Unlock()
+			close(cur.done)
+			if cur.err != nil {
+				return "", cur.err
+			}
+			return path, nil
+		}
+		c.mu.Unlock()
+		progress(fmt.Sprintf("Waiting for image %s being built by another request", name))
+		select {
+		case <-cur.done:
+			if cur.err != nil {
+				return "", cur.err
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+func (c *Catalog) build(ctx context.Context, name string, b builder, progress Progress) error {
+	tmp := c.pool.TempPath("image-" + name)
+	if err := c.pool.Delete(ctx, tmp); err != nil {
+		return err
+	}
+	if err := c.pool.Create(ctx, tmp); err != nil {
+		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
+	}
+	// Whatever happens, the work subvolume goes; only the read-only snapshot stays.
+	defer c.pool.Delete(context.WithoutCancel(ctx), tmp)
+	progress(fmt.Sprintf("Building image %s", name))
+	if err := b.build(ctx, tmp, progress); err != nil {
+		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
+	}
+	if err := prepareRoot(tmp); err != nil {
+		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
+	}
+	if err := c.pool.Snapshot(ctx, tmp, c.pool.ImagePath(name), true); err != nil {
+		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
+	}
+	progress(fmt.Sprintf("Image %s ready", name))
+	return nil
+}

@@ -1,0 +1,150 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// prepareRoot adds what every cairn image needs whatever its origin: the
+// mount point of /.cairn (cairn-init, the agent socket) and the standard
+// mount points gVisor fills.
+func prepareRoot(dir string) error {
+	for _, d := range []string{".cairn", "proc", "sys", "dev", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(filepath.Join(dir, "tmp"), 0o1777|os.ModeSticky)
+}
+
+// buildBusybox makes a minimal tree: the static busybox and a link per applet.
+func buildBusybox(ctx context.Context, dir string, progress Progress) error {
+	src, err := exec.LookPath("busybox")
+	if err != nil {
+		return fmt.Errorf("busybox not found (install Debian's busybox-static): %w", err)
+	}
+	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "root", "home", "var/log", "run", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "root"), 0o700); err != nil {
+		return err
+	}
+	if err := copyFile(src, filepath.Join(dir, "bin/busybox"), 0o755); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, src, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("busybox --list-full: %w", err)
+	}
+	n := 0
+	for _, applet := range strings.Fields(string(out)) {
+		if filepath.Base(applet) == "busybox" {
+			continue
+		}
+		link := filepath.Join(dir, applet)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink("/bin/busybox", link); err != nil {
+			return err
+		}
+		n++
+	}
+	progress(fmt.Sprintf("Linked %d busybox applets", n))
+	files := map[string]string{
+		"etc/passwd":      "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+		"etc/group":       "root:x:0:\nnogroup:x:65534:\n",
+		"etc/hosts":       "127.0.0.1\tlocalhost\n::1\tlocalhost\n",
+		"etc/resolv.conf": "",
+		"etc/os-release":  "NAME=\"cairn busybox\"\nID=busybox\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// debianBuilder returns a builder that debootstraps Debian 12 (minbase).
+// Downloaded packages are kept in cacheDir so a rebuild does not fetch again.
+func debianBuilder(cacheDir string) func(ctx context.Context, dir string, progress Progress) error {
+	return func(ctx context.Context, dir string, progress Progress) error {
+		if _, err := exec.LookPath("debootstrap"); err != nil {
+			return fmt.Errorf("debootstrap not found (install Debian's debootstrap): %w", err)
+		}
+		debs := filepath.Join(cacheDir, "debootstrap")
+		if err := os.MkdirAll(debs, 0o755); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase",
+			"--include=procps,curl,sqlite3,ca-certificates",
+			"--cache-dir="+debs, "bookworm", dir, "http://deb.debian.org/debian")
+		if err := runWithProgress(cmd, progress); err != nil {
+			return fmt.Errorf("debootstrap: %w", err)
+		}
+		// runsc sets the live hostname per sandbox; this is the fallback.
+		return os.WriteFile(filepath.Join(dir, "etc/hostname"), []byte("cairn\n"), 0o644)
+	}
+}
+
+// runWithProgress runs cmd and passes each output line to progress; the last
+// lines are kept for the error.
+func runWithProgress(cmd *exec.Cmd, progress Progress) error {
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var tail []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			progress(line)
+			tail = append(tail, line)
+			if len(tail) > 5 {
+				tail = tail[1:]
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	<-done
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, strings.Join(tail, "; "))
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,103 @@
+package initd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// defaultPath is the PATH of a command whose request does not set one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// command builds the exec.Cmd for req, without stdio or process attributes.
+// The program is looked up in the PATH the command will get, not ours.
+func command(req api.ExecRequest) (*exec.Cmd, error) {
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return nil, errors.New("exec: no command")
+	}
+	env := environ(req)
+	dir := req.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	path, err := lookPath(req.Command[0], pathOf(env), dir)
+	if err != nil {
+		return nil, err
+	}
+	return &exec.Cmd{Path: path, Args: req.Command, Env: env, Dir: dir}, nil
+}
+
+// checkDir says why dir cannot be a working directory. Without it, Start
+// would blame the program: "fork/exec /bin/ls: no such file or directory".
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	var pe *os.PathError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case err == nil && !fi.IsDir():
+		err = unix.ENOTDIR
+	}
+	if err != nil {
+		return fmt.Errorf("exec: dir %q: %w", dir, err)
+	}
+	return nil
+}
+
+// environ is the environment of req's command: defaults, then req.Env, a
+// later KEY=VALUE replacing an earlier one.
+func environ(req api.ExecRequest) []string {
+	env := []string{"PATH=" + defaultPath, "HOME=/root"}
+	if req.TTY && !req.Detach {
+		env = append(env, "TERM=xterm-256color")
+	}
+	for _, kv := range req.Env {
+		key, _, _ := strings.Cut(kv, "=")
+		i := 0
+		for _, old := range env {
+			if k, _, _ := strings.Cut(old, "="); k != key {
+				env[i] = old
+				i++
+			}
+		}
+		env = append(env[:i], kv)
+	}
+	return env
+}
+
+func pathOf(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds file as a shell would in path, resolving relative entries
+// against dir. A name with a slash is used as it is.
+func lookPath(file, path, dir string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil // if it cannot run, Start says why
+	}
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, file)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: file, Err: exec.ErrNotFound}
+}

@@ -1,0 +1,82 @@
+package initd
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Reconnect backoff: the first redial comes minBackoff after a failure or a
+// lost connection, each further one twice as late, at most maxBackoff.
+const (
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = 500 * time.Millisecond
+)
+
+// dialLoop keeps one connection to cairnd until ctx ends, dialing again
+// whenever the connection fails or breaks.
+func (s *server) dialLoop(ctx context.Context) {
+	delay := minBackoff
+	failing := false // log the first failure of a series only
+	for {
+		err := s.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil { // was connected: start over
+			delay = minBackoff
+			failing = false
+		} else if !failing {
+			s.log.Warn("cannot reach cairnd; retrying", "err", err)
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxBackoff)
+	}
+}
+
+// connectAndServe dials cairnd and serves streams until the connection
+// breaks or ctx ends. It returns an error only if it could not connect.
+func (s *server) connectAndServe(ctx context.Context) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", s.cfg.SocketPath)
+	if err != nil {
+		return err
+	}
+	sess, err := yamux.Server(conn, yamuxConfig())
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	s.log.Info("connected to cairnd")
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			sess.Close()
+			if ctx.Err() == nil {
+				s.log.Info("connection to cairnd lost", "err", err)
+			}
+			return nil
+		}
+		s.wg.Go(func() { s.handle(st) })
+	}
+}
+
+// yamuxConfig is cairn-init's side of the multiplexed connection.
+// Keepalives every second notice quickly a connection that a memory
+// checkpoint broke without either side closing it.
+func yamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.KeepAliveInterval = time.Second
+	cfg.LogOutput = io.Discard
+	return cfg
+}

@@ -1,0 +1,14 @@
+// Package initd is cairn-init, the agent that runs as PID 1 of every sandbox.
+//
+// It reaps every child, forwards the signals it gets to the process groups
+// it started, and keeps one yamux connection to cairnd by dialing the host
+// socket bound into the sandbox, again and again whenever the connection
+// breaks. cairnd opens a stream on that connection per request: ping, exec,
+// sync or shutdown. Processes outlive the connection; an attached exec
+// session does not (see docs/exec-protocol.md).
+//
+// Behaviour only PID 1 may have (signalling every process with kill(-1, …))
+// is enabled by Config.IsInit. Without it, initd marks its process a child
+// subreaper so that orphaned descendants are still reparented to it and
+// reaped, which is how the tests run it.
+package initd

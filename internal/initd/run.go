@@ -1,0 +1,122 @@
+package initd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSocketPath is where the host's agent socket is bound in a sandbox.
+const DefaultSocketPath = "/.cairn/agent.sock"
+
+// DefaultTermGrace is how long processes get between SIGTERM and SIGKILL
+// when cairn-init itself receives SIGTERM.
+const DefaultTermGrace = 5 * time.Second
+
+// Config says how Run behaves.
+type Config struct {
+	SocketPath string        // host socket to dial; default DefaultSocketPath
+	IsInit     bool          // the process is PID 1: may signal every process with kill(-1, …)
+	Version    string        // reported by ping
+	TermGrace  time.Duration // SIGTERM to SIGKILL on our own SIGTERM; default DefaultTermGrace
+	Log        *slog.Logger  // default slog.Default()
+}
+
+// server is one running cairn-init.
+type server struct {
+	cfg    Config
+	log    *slog.Logger
+	bootID string
+	reaper *reaper
+	groups *groups
+	stop   context.CancelFunc // ends Run
+	wg     sync.WaitGroup     // stream handlers
+}
+
+// Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx
+// ends, it receives SIGTERM, or cairnd asks it to shut down. The last two
+// end every process first. It returns nil unless it could not start.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.SocketPath == "" {
+		cfg.SocketPath = DefaultSocketPath
+	}
+	if cfg.TermGrace == 0 {
+		cfg.TermGrace = DefaultTermGrace
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if !cfg.IsInit {
+		// Orphaned descendants are then reparented to us, as they would be to PID 1.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("become child subreaper: %w", err)
+		}
+	}
+	id := make([]byte, 16)
+	_, _ = rand.Read(id) // never fails on Linux
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s := &server{
+		cfg:    cfg,
+		log:    cfg.Log,
+		bootID: hex.EncodeToString(id),
+		reaper: newReaper(cfg.Log),
+		groups: newGroups(),
+		stop:   stop,
+	}
+
+	reaperDone := make(chan struct{})
+	stopReaper := make(chan struct{})
+	go func() {
+		defer close(reaperDone)
+		s.reaper.run(stopReaper)
+	}()
+	var loops sync.WaitGroup
+	loops.Go(func() { s.forwardSignals(ctx) })
+	loops.Go(func() { s.dialLoop(ctx) })
+
+	s.log.Info("cairn-init started", "version", cfg.Version, "pid", os.Getpid(), "socket", cfg.SocketPath)
+	<-ctx.Done()
+	loops.Wait()
+	// Handlers end once their process exits, so the reaper must outlive them.
+	s.wg.Wait()
+	close(stopReaper)
+	<-reaperDone
+	return nil
+}
+
+// killWait bounds how long terminate waits for processes to go after SIGKILL.
+const killWait = time.Second
+
+// terminate sends SIGTERM to every process (as PID 1) or to every group we
+// started, SIGKILL to what is left after grace, and returns once they are
+// gone (and reaped) or killWait later.
+func (s *server) terminate(grace time.Duration) {
+	s.signalAll(unix.SIGTERM)
+	s.waitAllGone(grace)
+	s.signalAll(unix.SIGKILL)
+	s.waitAllGone(killWait)
+}
+
+func (s *server) waitAllGone(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for s.signalAll(0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// signalAll sends sig to every other process when initd is PID 1, else to
+// the groups it started. It reports whether any process was there.
+func (s *server) signalAll(sig unix.Signal) bool {
+	if s.cfg.IsInit {
+		return unix.Kill(-1, sig) == nil
+	}
+	return s.groups.signal(sig)
+}

@@ -1,0 +1,61 @@
+package initd
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// headerTimeout bounds how long a new stream may take to send its header.
+const headerTimeout = 10 * time.Second
+
+// handle serves one stream opened by cairnd: a JSON header line naming the
+// op, then what the op defines. Every op closes the stream when done.
+func (s *server) handle(st *yamux.Stream) {
+	defer st.Close()
+	var req api.AgentRequest
+	_ = st.SetReadDeadline(time.Now().Add(headerTimeout))
+	if err := api.ReadMessage(st, &req); err != nil {
+		s.log.Warn("bad request header", "err", err)
+		s.replyError(st, fmt.Errorf("bad request header: %w", err))
+		return
+	}
+	_ = st.SetReadDeadline(time.Time{})
+	switch req.Op {
+	case api.AgentOpPing:
+		s.reply(st, api.AgentInfo{Version: s.cfg.Version, PID: os.Getpid(), BootID: s.bootID})
+	case api.AgentOpExec:
+		if req.Exec == nil {
+			s.replyError(st, fmt.Errorf("exec: no exec request"))
+			return
+		}
+		s.exec(st, *req.Exec)
+	case api.AgentOpSync:
+		unix.Sync()
+		s.reply(st, api.AgentResult{OK: true})
+	case api.AgentOpShutdown:
+		grace := time.Duration(req.GraceMS) * time.Millisecond
+		s.log.Info("shutdown requested", "grace", grace)
+		s.terminate(grace)
+		s.reply(st, api.AgentResult{OK: true})
+		st.Close()
+		s.stop()
+	default:
+		s.replyError(st, fmt.Errorf("unknown op %q", req.Op))
+	}
+}
+
+func (s *server) reply(st *yamux.Stream, v any) {
+	if err := api.WriteMessage(st, v); err != nil {
+		s.log.Warn("reply to cairnd", "err", err)
+	}
+}
+
+func (s *server) replyError(st *yamux.Stream, err error) {
+	s.reply(st, api.AgentResult{Error: err.Error()})
+}

@@ -1,0 +1,424 @@
+// Package sqlite is the embedded metadata.Store: one SQLite file under the
+// data directory, through the pure-Go driver modernc.org/sqlite (no cgo).
+//
+// Connections: one writer connection, through which every write goes, and a
+// small pool of read-only connections. In WAL mode readers never block the
+// writer nor each other, and because the writer is a single connection the
+// writes of this process queue in database/sql instead of racing for the
+// SQLite lock. Writes that span statements run in BEGIN IMMEDIATE
+// transactions, which take the write lock up front and so wait under
+// busy_timeout for another process holding it; a deferred transaction that
+// upgrades from read to write would fail with SQLITE_BUSY at once instead.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/metadata/migrations"
+)
+
+var _ metadata.Store = (*Store)(nil)
+
+// busyTimeout is how long a statement waits for a lock another connection
+// (another process, or the WAL recovery of a reader) holds before failing
+// with SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// maxReaders bounds the read-only connection pool.
+const maxReaders = 4
+
+// timeFormat stores times as fixed-width UTC text with microseconds, which
+// sorts in time order and reads well in the sqlite3 shell.
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+// Store is a metadata.Store in one SQLite database file.
+type Store struct {
+	writer    *sql.DB // exactly one connection; every write goes through it
+	reader    *sql.DB // query_only connections
+	now       func() time.Time
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the database at path, creating it if needed, and brings its
+// schema up to date. now is the clock for CreatedAt/UpdatedAt defaults; nil
+// means time.Now. A database written by a newer cairnd fails with an error
+// wrapping metadata.ErrSchemaTooNew and is left untouched.
+func Open(path string, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	// synchronous=FULL: every COMMIT fsyncs the WAL before it returns. NORMAL
+	// would already survive the daemon being killed (the WAL is in the page
+	// cache), but a power cut or kernel crash could then lose the last
+	// commits, leaving rows older than the btrfs snapshots and off-site
+	// uploads they describe. Metadata writes are few (one per lifecycle
+	// step or checkpoint), so one fsync each costs nothing that matters.
+	common := url.Values{
+		"_busy_timeout": {fmt.Sprint(busyTimeout.Milliseconds())},
+		"_foreign_keys": {"on"},
+		"_synchronous":  {"full"},
+	}
+	w := url.Values{"_journal_mode": {"wal"}, "_txlock": {"immediate"}}
+	r := url.Values{"_query_only": {"on"}}
+	for k, v := range common {
+		w[k], r[k] = v, v
+	}
+
+	s := &Store{now: now}
+	if s.writer, err = sql.Open("sqlite", dsn(abs, w)); err != nil {
+		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
+	}
+	s.writer.SetMaxOpenConns(1)
+	s.writer.SetMaxIdleConns(1)
+	s.writer.SetConnMaxLifetime(0)
+	s.writer.SetConnMaxIdleTime(0)
+
+	ctx := context.Background()
+	if err := s.checkWAL(ctx); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
+	}
+	if err := migrate(ctx, s.writer, s.now); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
+	}
+
+	// The reader pool opens after the writer has put the file in WAL mode.
+	if s.reader, err = sql.Open("sqlite", dsn(abs, r)); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
+	}
+	s.reader.SetMaxOpenConns(maxReaders)
+	s.reader.SetMaxIdleConns(maxReaders)
+	return s, nil
+}
+
+// dsn builds a file: URI for the driver. The path is escaped, so a '?' or
+// '#' in it is part of the name and not the start of the parameters.
+func dsn(abs string, params url.Values) string {
+	u := url.URL{Scheme: "file", Path: abs, RawQuery: params.Encode()}
+	return u.String()
+}
+
+// checkWAL makes sure WAL mode took effect: SQLite quietly keeps the
+// rollback journal on file systems that cannot do WAL, which would make
+// readers and the writer block each other.
+func (s *Store) checkWAL(ctx context.Context) error {
+	var mode string
+	if err := s.writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, not WAL (is the file system one SQLite supports?)", mode)
+	}
+	return nil
+}
+
+// migrate applies the migrations the database lacks, all in one IMMEDIATE
+// transaction: the database moves to the latest version or stays where it
+// was. Two processes opening the same new file at once serialize on the
+// write lock, and the second finds nothing to do.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time) error {
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		return err
+	}
+	return applyMigrations(ctx, db, ms, now)
+}
+
+func applyMigrations(ctx context.Context, db *sql.DB, ms []migrations.Migration, now func() time.Time) error {
+	return inTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER NOT NULL PRIMARY KEY,
+			applied_at TEXT    NOT NULL
+		) STRICT`); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		var current int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		pending, err := migrations.Pending(ms, current)
+		if err != nil {
+			return err
+		}
+		for _, m := range pending {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
+				m.Version, formatTime(now())); err != nil {
+				return fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// inTx runs fn in a transaction on db (BEGIN IMMEDIATE on the writer) and
+// commits it if fn returns nil.
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Close closes both connection pools. Calling it again returns the first
+// result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+	})
+	return s.closeErr
+}
+
+// stamp returns t, or now when t is zero, in the form every time is kept.
+func (s *Store) stamp(t time.Time) time.Time {
+	if t.IsZero() {
+		t = s.now()
+	}
+	return normTime(t)
+}
+
+func normTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func formatTime(t time.Time) string { return normTime(t).Format(timeFormat) }
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(timeFormat, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+// EnsureAccount implements metadata.Store.
+func (s *Store) EnsureAccount(ctx context.Context, name string) (metadata.Account, error) {
+	if name == "" {
+		return metadata.Account{}, errors.New("metadata: ensure account: empty name")
+	}
+	var a metadata.Account
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO accounts (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`,
+			name, formatTime(s.now())); err != nil {
+			return err
+		}
+		var err error
+		a, err = scanAccount(tx.QueryRowContext(ctx, `SELECT id, name, created_at FROM accounts WHERE name = ?`, name))
+		return err
+	})
+	if err != nil {
+		return metadata.Account{}, fmt.Errorf("metadata: ensure account %q: %w", name, err)
+	}
+	return a, nil
+}
+
+// AccountByName implements metadata.Store.
+func (s *Store) AccountByName(ctx context.Context, name string) (metadata.Account, error) {
+	a, err := scanAccount(s.reader.QueryRowContext(ctx, `SELECT id, name, created_at FROM accounts WHERE name = ?`, name))
+	if err != nil {
+		return metadata.Account{}, fmt.Errorf("metadata: account %q: %w", name, err)
+	}
+	return a, nil
+}
+
+func scanAccount(row *sql.Row) (metadata.Account, error) {
+	var (
+		a       metadata.Account
+		created string
+	)
+	if err := row.Scan(&a.ID, &a.Name, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return metadata.Account{}, metadata.ErrNotFound
+		}
+		return metadata.Account{}, err
+	}
+	var err error
+	a.CreatedAt, err = parseTime(created)
+	return a, err
+}
+
+const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id, created_at, updated_at`
+
+// CreateSandbox implements metadata.Store.
+func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
+	if err := sb.Validate(); err != nil {
+		return fmt.Errorf("metadata: create sandbox: %w", err)
+	}
+	sb.CreatedAt = s.stamp(sb.CreatedAt)
+	if sb.UpdatedAt.IsZero() {
+		sb.UpdatedAt = sb.CreatedAt
+	}
+	var parent sql.NullString
+	if sb.ParentID != "" {
+		parent = sql.NullString{String: sb.ParentID, Valid: true}
+	}
+	_, err := s.writer.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, parent,
+		formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt))
+	if err == nil {
+		return nil
+	}
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("metadata: create sandbox: id %s: %w", sb.ID, metadata.ErrConflict)
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		return fmt.Errorf("metadata: create sandbox: name %q in account %d: %w", sb.Name, sb.AccountID, metadata.ErrConflict)
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return fmt.Errorf("metadata: create sandbox %q: account %d: %w", sb.Name, sb.AccountID, metadata.ErrNotFound)
+	}
+	return fmt.Errorf("metadata: create sandbox %q: %w", sb.Name, err)
+}
+
+// sqliteCode returns the extended SQLite result code of err, or 0.
+func sqliteCode(err error) int {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return 0
+}
+
+// SandboxByName implements metadata.Store.
+func (s *Store) SandboxByName(ctx context.Context, accountID int64, name string) (metadata.Sandbox, error) {
+	sb, err := s.oneSandbox(ctx, `WHERE account_id = ? AND name = ?`, accountID, name)
+	if err != nil {
+		return metadata.Sandbox{}, fmt.Errorf("metadata: sandbox %q in account %d: %w", name, accountID, err)
+	}
+	return sb, nil
+}
+
+// SandboxByID implements metadata.Store.
+func (s *Store) SandboxByID(ctx context.Context, id string) (metadata.Sandbox, error) {
+	sb, err := s.oneSandbox(ctx, `WHERE id = ?`, id)
+	if err != nil {
+		return metadata.Sandbox{}, fmt.Errorf("metadata: sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+func (s *Store) oneSandbox(ctx context.Context, where string, args ...any) (metadata.Sandbox, error) {
+	sbs, err := s.sandboxes(ctx, where, args...)
+	if err != nil {
+		return metadata.Sandbox{}, err
+	}
+	if len(sbs) == 0 {
+		return metadata.Sandbox{}, metadata.ErrNotFound
+	}
+	return sbs[0], nil
+}
+
+// ListSandboxes implements metadata.Store.
+func (s *Store) ListSandboxes(ctx context.Context, accountID int64, f metadata.SandboxFilter) ([]metadata.Sandbox, error) {
+	where, args := `WHERE account_id = ?`, []any{accountID}
+	if f.ParentID != "" {
+		where, args = where+` AND parent_id = ?`, append(args, f.ParentID)
+	}
+	sbs, err := s.sandboxes(ctx, where+` ORDER BY name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: list sandboxes of account %d: %w", accountID, err)
+	}
+	return sbs, nil
+}
+
+// AllSandboxes implements metadata.Store.
+func (s *Store) AllSandboxes(ctx context.Context) ([]metadata.Sandbox, error) {
+	sbs, err := s.sandboxes(ctx, `ORDER BY account_id, name`)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: list all sandboxes: %w", err)
+	}
+	return sbs, nil
+}
+
+// sandboxes runs SELECT … FROM sandboxes with the rest of the query given.
+// The result is empty, never nil.
+func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]metadata.Sandbox, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes `+rest, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []metadata.Sandbox{}
+	for rows.Next() {
+		var (
+			sb               metadata.Sandbox
+			state            string
+			parent           sql.NullString
+			created, updated string
+		)
+		if err := rows.Scan(&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
+			&parent, &created, &updated); err != nil {
+			return nil, err
+		}
+		sb.State, sb.ParentID = metadata.SandboxState(state), parent.String
+		if sb.CreatedAt, err = parseTime(created); err != nil {
+			return nil, err
+		}
+		if sb.UpdatedAt, err = parseTime(updated); err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+// SetSandboxState implements metadata.Store.
+func (s *Store) SetSandboxState(ctx context.Context, id string, st metadata.SandboxState) error {
+	if !st.Valid() {
+		return fmt.Errorf("metadata: set state of sandbox %s: unknown state %q", id, st)
+	}
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET state = ?, updated_at = ? WHERE id = ?`,
+		string(st), formatTime(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("metadata: set state of sandbox %s: %w", id, err)
+	}
+	return oneRow(res, "metadata: set state of sandbox "+id)
+}
+
+// DeleteSandbox implements metadata.Store.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	res, err := s.writer.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("metadata: delete sandbox %s: %w", id, err)
+	}
+	return oneRow(res, "metadata: delete sandbox "+id)
+}
+
+// oneRow turns "no row affected" into ErrNotFound.
+func oneRow(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, metadata.ErrNotFound)
+	}
+	return nil
+}

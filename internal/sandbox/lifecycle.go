@@ -1,0 +1,338 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/revert"
+	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
+)
+
+// Create validates req and starts an operation that makes the sandbox and
+// starts it. Until its row is committed at the end, the sandbox does not
+// exist; on failure every step is undone.
+func (m *Manager) Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*operation.Op, error) {
+	if err := ValidateName(req.Name); err != nil {
+		return nil, err
+	}
+	if req.Image == "" {
+		req.Image = "busybox"
+	}
+	if !m.cfg.Images.Known(req.Image) {
+		return nil, errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", req.Image)
+	}
+	var memory int64
+	if req.Memory != "" {
+		var err error
+		if memory, err = ParseSize(req.Memory); err != nil {
+			return nil, err
+		}
+	}
+	if err := validateLimits(req.CPUs, memory, hostCPUs()); err != nil {
+		return nil, err
+	}
+	acct, err := m.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprintf("%d/%s", acct.ID, req.Name)
+	m.mu.Lock()
+	if m.reserved[key] {
+		m.mu.Unlock()
+		return nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q is being created", req.Name)
+	}
+	m.reserved[key] = true
+	m.mu.Unlock()
+	release := func() {
+		m.mu.Lock()
+		delete(m.reserved, key)
+		m.mu.Unlock()
+	}
+	if _, err := m.cfg.Store.SandboxByName(ctx, acct.ID, req.Name); err == nil {
+		release()
+		return nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q already exists", req.Name)
+	} else if !errors.Is(err, metadata.ErrNotFound) {
+		release()
+		return nil, err
+	}
+
+	sb := metadata.Sandbox{
+		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
+		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory,
+	}
+	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer release()
+		if err := m.create(ctx, op, sb); err != nil {
+			return nil, err
+		}
+		return m.Get(ctx, account, sb.Name)
+	}), nil
+}
+
+func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox) error {
+	undo := revert.New()
+	defer undo.Fail()
+
+	op.Progress("Preparing image %s", sb.Image)
+	imgPath, err := m.cfg.Images.Ensure(ctx, sb.Image, func(line string) { op.Progress("%s", line) })
+	if err != nil {
+		return err
+	}
+	root := m.cfg.Pool.SandboxPath(sb.ID)
+	if err := m.cfg.Pool.Snapshot(ctx, imgPath, root, false); err != nil {
+		return err
+	}
+	undo.Add(func() { logErr("undo: delete root", m.cfg.Pool.Delete(context.Background(), root)) })
+	if err := os.MkdirAll(filepath.Join(m.sandboxDir(sb.ID), "dotcairn"), 0o755); err != nil {
+		return err
+	}
+	undo.Add(func() { os.RemoveAll(m.sandboxDir(sb.ID)) })
+	if err := os.WriteFile(filepath.Join(root, "etc", "hostname"), []byte(sb.Name+"\n"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+
+	op.Progress("Starting sandbox %s", sb.Name)
+	if err := m.startContainer(ctx, sb); err != nil {
+		return err
+	}
+	undo.Add(func() { m.stopContainer(context.Background(), sb) })
+	sb.State = metadata.SandboxRunning
+	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
+		if errors.Is(err, metadata.ErrConflict) {
+			return errdefs.Wrap(api.CodeNameTaken, err, "a sandbox named %q already exists", sb.Name)
+		}
+		return err
+	}
+	undo.Success()
+	op.Progress("Sandbox %s running", sb.Name)
+	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image)
+	return nil
+}
+
+// Start starts a stopped sandbox.
+func (m *Manager) Start(ctx context.Context, account, name string) (*operation.Op, error) {
+	sb, err := m.acquire(ctx, account, name, api.StateStarting)
+	if err != nil {
+		return nil, err
+	}
+	if sb.State == metadata.SandboxRunning {
+		m.end(sb.ID)
+		return nil, errdefs.New(api.CodeAlreadyRunning, "sandbox %s is already running", name)
+	}
+	return m.cfg.Ops.Start("sandbox.start", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer m.end(sb.ID)
+		op.Progress("Starting sandbox %s", name)
+		if err := m.startContainer(ctx, sb); err != nil {
+			return nil, err
+		}
+		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
+			m.stopContainer(context.WithoutCancel(ctx), sb)
+			return nil, err
+		}
+		return m.Get(ctx, account, name)
+	}), nil
+}
+
+// Stop stops a running sandbox: its processes get SIGTERM, then SIGKILL.
+func (m *Manager) Stop(ctx context.Context, account, name string) (*operation.Op, error) {
+	sb, err := m.acquire(ctx, account, name, api.StateStopping)
+	if err != nil {
+		return nil, err
+	}
+	if sb.State != metadata.SandboxRunning {
+		m.end(sb.ID)
+		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running", name)
+	}
+	return m.cfg.Ops.Start("sandbox.stop", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer m.end(sb.ID)
+		op.Progress("Stopping sandbox %s", name)
+		if err := m.stopContainer(ctx, sb); err != nil {
+			return nil, err
+		}
+		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
+			return nil, err
+		}
+		return m.Get(ctx, account, name)
+	}), nil
+}
+
+// Restart stops a running sandbox (or not, if it is stopped) and starts it.
+func (m *Manager) Restart(ctx context.Context, account, name string) (*operation.Op, error) {
+	sb, err := m.acquire(ctx, account, name, api.StateStarting)
+	if err != nil {
+		return nil, err
+	}
+	return m.cfg.Ops.Start("sandbox.restart", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer m.end(sb.ID)
+		if sb.State == metadata.SandboxRunning {
+			op.Progress("Stopping sandbox %s", name)
+			if err := m.stopContainer(ctx, sb); err != nil {
+				return nil, err
+			}
+			if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
+				return nil, err
+			}
+		}
+		op.Progress("Starting sandbox %s", name)
+		if err := m.startContainer(ctx, sb); err != nil {
+			return nil, err
+		}
+		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
+			m.stopContainer(context.WithoutCancel(ctx), sb)
+			return nil, err
+		}
+		return m.Get(ctx, account, name)
+	}), nil
+}
+
+// Delete stops the sandbox if it runs and removes it with its files.
+func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.Op, error) {
+	sb, err := m.acquire(ctx, account, name, api.StateDeleting)
+	if err != nil {
+		return nil, err
+	}
+	return m.cfg.Ops.Start("sandbox.delete", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer m.end(sb.ID)
+		if sb.State == metadata.SandboxRunning {
+			op.Progress("Stopping sandbox %s", name)
+			if err := m.stopContainer(ctx, sb); err != nil {
+				return nil, err
+			}
+		}
+		// The row goes first: once it is gone the sandbox does not exist, and
+		// files left by a crash after this point are swept at the next start.
+		if err := m.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+		op.Progress("Removing files of sandbox %s", name)
+		if err := m.removeFiles(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+		slog.Info("sandbox deleted", "name", name, "id", sb.ID)
+		return map[string]string{"deleted": name}, nil
+	}), nil
+}
+
+func (m *Manager) removeFiles(ctx context.Context, id string) error {
+	if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.SandboxPath(id)); err != nil {
+		return err
+	}
+	return os.RemoveAll(m.sandboxDir(id))
+}
+
+// startContainer opens the agent socket, starts the container and waits
+// until cairn-init inside answers. On failure nothing runs.
+func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error {
+	undo := revert.New()
+	defer undo.Fail()
+
+	dir := m.sandboxDir(sb.ID)
+	if err := os.MkdirAll(filepath.Join(dir, "dotcairn"), 0o755); err != nil {
+		return err
+	}
+	// A container left from a crash (or a stop that failed) goes first.
+	if err := m.cfg.Runtime.Delete(ctx, sb.ID); err != nil {
+		return errdefs.Wrap(api.CodeRuntimeFailed, err, "clean up old container of %s", sb.Name)
+	}
+	host, err := agent.Listen(m.agentSocket(sb.ID))
+	if err != nil {
+		return err
+	}
+	undo.Add(func() { host.Close() })
+	spec := runsc.Spec{
+		ID:       sb.ID,
+		Hostname: sb.Name,
+		Root:     m.cfg.Pool.SandboxPath(sb.ID),
+		Args:     []string{"/.cairn/bin/cairn-init"},
+		Env:      []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CAIRN_SANDBOX=" + sb.Name},
+		Mounts: []runsc.Mount{
+			{Source: filepath.Join(dir, "dotcairn"), Destination: "/.cairn", ReadOnly: true},
+			{Source: filepath.Join(m.cfg.DataDir, "bin"), Destination: "/.cairn/bin", ReadOnly: true},
+		},
+		CPUs:        sb.CPUs,
+		MemoryBytes: sb.MemoryBytes,
+		BundleDir:   filepath.Join(dir, "bundle"),
+		LogPath:     filepath.Join(dir, "console.log"),
+	}
+	if _, err := m.cfg.Runtime.Start(ctx, spec); err != nil {
+		return errdefs.Wrap(api.CodeRuntimeFailed, err, "start sandbox %s", sb.Name)
+	}
+	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), sb.ID)) })
+	wctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
+	defer cancel()
+	if err := host.WaitConnected(wctx); err != nil {
+		return errdefs.Wrap(api.CodeAgentUnreachable, err, "cairn-init in sandbox %s did not answer within %s (see %s)", sb.Name, agentStartTimeout, spec.LogPath)
+	}
+	m.mu.Lock()
+	if old := m.live[sb.ID]; old != nil {
+		old.agent.Close()
+	}
+	m.live[sb.ID] = &instance{agent: host}
+	m.notify()
+	m.mu.Unlock()
+	undo.Success()
+	return nil
+}
+
+// stopContainer ends the sandbox's processes: gracefully through cairn-init
+// if it answers, else by force, and removes the container.
+func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error {
+	m.mu.Lock()
+	inst := m.live[sb.ID]
+	delete(m.live, sb.ID)
+	m.notify()
+	m.mu.Unlock()
+
+	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	if inst != nil {
+		if inst.agent.Connected() {
+			logErr("graceful shutdown", inst.agent.Shutdown(sctx, stopGrace), "sandbox", sb.Name)
+		}
+		inst.agent.Close()
+	} else {
+		logErr("SIGTERM", m.cfg.Runtime.Kill(sctx, sb.ID, syscall.SIGTERM), "sandbox", sb.Name)
+	}
+	if err := m.cfg.Runtime.WaitStopped(sctx, sb.ID); err != nil {
+		slog.Warn("sandbox did not stop in time; forcing", "sandbox", sb.Name)
+	}
+	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
+		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
+	}
+	return nil
+}
+
+// waitReady returns the agent of a running sandbox, waiting while a
+// lifecycle operation (start, restart, later restore) is in progress.
+func (m *Manager) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Host, error) {
+	ctx, cancel := context.WithTimeout(ctx, execReadyTimeout)
+	defer cancel()
+	for {
+		m.mu.Lock()
+		_, busy := m.busy[sb.ID]
+		inst := m.live[sb.ID]
+		changed := m.changed
+		m.mu.Unlock()
+		if !busy {
+			if inst == nil {
+				return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running (start it with `cairn start %s`)", sb.Name, sb.Name)
+			}
+			return inst.agent, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, errdefs.Wrap(api.CodeSandboxBusy, ctx.Err(), "sandbox %s stayed busy", sb.Name)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
+	"github.com/cairn-sandbox/cairn/internal/volume"
+)
+
+// Runtime runs sandbox containers. *runsc.Runsc implements it.
+type Runtime interface {
+	// Start creates and starts a container; on failure nothing is left.
+	Start(ctx context.Context, spec runsc.Spec) (pid int, err error)
+	// State returns status and host pid, or an error wrapping runsc.ErrNotExist.
+	State(ctx context.Context, id string) (runsc.Status, int, error)
+	Resume(ctx context.Context, id string) error
+	Kill(ctx context.Context, id string, sig syscall.Signal) error
+	WaitStopped(ctx context.Context, id string) error
+	// Delete removes a container, running or not; a missing one is no error.
+	Delete(ctx context.Context, id string) error
+	// List returns the ids of every container.
+	List(ctx context.Context) ([]string, error)
+}
+
+var _ Runtime = (*runsc.Runsc)(nil)
+
+// Timeouts of lifecycle steps.
+const (
+	agentStartTimeout = 20 * time.Second // from runsc start until cairn-init answers
+	stopGrace         = 5 * time.Second  // SIGTERM to SIGKILL inside the sandbox
+	stopTimeout       = 15 * time.Second // whole graceful stop before force
+	execReadyTimeout  = 2 * time.Minute  // an exec waits this long for a starting sandbox
+)
+
+// Config is what a Manager needs.
+type Config struct {
+	DataDir    string // per-sandbox host directories live in DataDir/sandboxes
+	InitBinary string // cairn-init on the host; copied to DataDir/bin
+	Store      metadata.Store
+	Pool       *volume.Pool
+	Images     *image.Catalog
+	Runtime    Runtime
+	Ops        *operation.Registry
+	Now        func() time.Time
+}
+
+// Manager owns every sandbox of this host.
+type Manager struct {
+	cfg Config
+
+	mu       sync.Mutex
+	live     map[string]*instance // by sandbox id: sandboxes whose agent socket is open
+	busy     map[string]string    // sandbox id → transient state of the running lifecycle operation
+	reserved map[string]bool      // "account/name" of sandboxes being created
+	changed  chan struct{}        // closed and replaced when live or busy change
+}
+
+// instance is a sandbox whose container cairnd runs or has adopted.
+type instance struct {
+	agent *agent.Host
+}
+
+// NewManager returns a manager. Call Recover before serving requests.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandboxes"), 0o700); err != nil {
+		return nil, err
+	}
+	if err := installInit(cfg.InitBinary, filepath.Join(cfg.DataDir, "bin")); err != nil {
+		return nil, err
+	}
+	return &Manager{
+		cfg:      cfg,
+		live:     map[string]*instance{},
+		busy:     map[string]string{},
+		reserved: map[string]bool{},
+		changed:  make(chan struct{}),
+	}, nil
+}
+
+// installInit copies cairn-init into binDir atomically, so that sandboxes
+// bind a stable copy whatever happens to the build directory.
+func installInit(src, binDir string) error {
+	if src == "" {
+		return errors.New("no cairn-init binary configured")
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("cairn-init: %w (build it with `make build`, or pass --init PATH)", err)
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(binDir, ".cairn-init.new")
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(binDir, "cairn-init"))
+}
+
+func (m *Manager) sandboxDir(id string) string {
+	return filepath.Join(m.cfg.DataDir, "sandboxes", id)
+}
+
+func (m *Manager) agentSocket(id string) string {
+	return filepath.Join(m.sandboxDir(id), "dotcairn", "agent.sock")
+}
+
+// notify wakes everyone waiting for a change of live or busy. m.mu is held.
+func (m *Manager) notify() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// begin marks sandbox id busy with a transient state, or fails with S05 if
+// another lifecycle operation runs on it.
+func (m *Manager) begin(sb metadata.Sandbox, state string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.busy[sb.ID]; ok {
+		return errdefs.New(api.CodeSandboxBusy, "sandbox %s is busy (%s); try again when it is done", sb.Name, cur)
+	}
+	m.busy[sb.ID] = state
+	m.notify()
+	return nil
+}
+
+// acquire looks up the sandbox called name and marks it busy with state,
+// returning its row as read after marking it (so no other lifecycle
+// operation changed it in between). Call m.end(sb.ID) when done.
+func (m *Manager) acquire(ctx context.Context, account, name, state string) (metadata.Sandbox, error) {
+	_, sb, err := m.lookup(ctx, account, name)
+	if err != nil {
+		return sb, err
+	}
+	if err := m.begin(sb, state); err != nil {
+		return sb, err
+	}
+	id := sb.ID
+	sb, err = m.cfg.Store.SandboxByID(ctx, id)
+	if err != nil {
+		m.end(id)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return sb, errdefs.New(api.CodeNoSandbox, "no sandbox named %q", name)
+		}
+		return sb, err
+	}
+	return sb, nil
+}
+
+func (m *Manager) end(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.busy, id)
+	m.notify()
+}
+
+// lookup returns the sandbox called name in account.
+func (m *Manager) lookup(ctx context.Context, account, name string) (metadata.Account, metadata.Sandbox, error) {
+	acct, err := m.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return acct, metadata.Sandbox{}, fmt.Errorf("account %s: %w", account, err)
+	}
+	sb, err := m.cfg.Store.SandboxByName(ctx, acct.ID, name)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return acct, sb, errdefs.New(api.CodeNoSandbox, "no sandbox named %q", name)
+	}
+	return acct, sb, err
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// view turns a stored sandbox into its API form, with its live state.
+func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.Sandbox) api.Sandbox {
+	out := api.Sandbox{
+		ID: sb.ID, Name: sb.Name, Account: acct.Name, Image: sb.Image, State: string(sb.State),
+		CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes, CreatedAt: sb.CreatedAt,
+	}
+	if sb.ParentID != "" {
+		if p, err := m.cfg.Store.SandboxByID(ctx, sb.ParentID); err == nil {
+			out.Parent = p.Name
+		} else {
+			out.Parent = sb.ParentID
+		}
+	}
+	m.mu.Lock()
+	if st, ok := m.busy[sb.ID]; ok {
+		out.State = st
+	}
+	inst := m.live[sb.ID]
+	m.mu.Unlock()
+	if inst != nil {
+		out.AgentConnected = inst.agent.Connected()
+	}
+	return out
+}
+
+// Get returns the sandbox called name, with its host pid when running.
+func (m *Manager) Get(ctx context.Context, account, name string) (api.Sandbox, error) {
+	acct, sb, err := m.lookup(ctx, account, name)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	out := m.view(ctx, acct, sb)
+	if sb.State == metadata.SandboxRunning {
+		if st, pid, err := m.cfg.Runtime.State(ctx, sb.ID); err == nil && st == "running" {
+			out.Pid = pid
+		}
+	}
+	return out, nil
+}
+
+// List returns the account's sandboxes by name; parent, if set, keeps only
+// those forked from the sandbox of that name.
+func (m *Manager) List(ctx context.Context, account, parent string) ([]api.Sandbox, error) {
+	acct, err := m.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	var f metadata.SandboxFilter
+	if parent != "" {
+		_, p, err := m.lookup(ctx, account, parent)
+		if err != nil {
+			return nil, err
+		}
+		f.ParentID = p.ID
+	}
+	rows, err := m.cfg.Store.ListSandboxes(ctx, acct.ID, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Sandbox, 0, len(rows))
+	for _, sb := range rows {
+		out = append(out, m.view(ctx, acct, sb))
+	}
+	return out, nil
+}
+
+// hostCPUs is the number of cores a sandbox may be given at most.
+func hostCPUs() int { return runtime.NumCPU() }
+
+// Close releases the agent sockets without touching running sandboxes: a
+// restarted cairnd adopts them again.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, inst := range m.live {
+		inst.agent.Close()
+		delete(m.live, id)
+	}
+}
+
+func logErr(msg string, err error, args ...any) {
+	if err != nil {
+		slog.Warn(msg, append(args, "err", err)...)
+	}
+}

@@ -1,0 +1,127 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
+)
+
+// Recover brings the host in line with the metadata after cairnd starts:
+// it sweeps what no committed sandbox owns (containers, root subvolumes,
+// host directories left by a crash mid-create or mid-delete), re-adopts the
+// containers that kept running while cairnd was away (their cairn-init dials
+// the re-opened agent socket again), resumes any left paused, and starts
+// again in the background the sandboxes that should run but do not (after a
+// host reboot). It blocks only for the sweep and the adoption.
+func (m *Manager) Recover(ctx context.Context) error {
+	rows, err := m.cfg.Store.AllSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, sb := range rows {
+		known[sb.ID] = true
+	}
+	if err := m.sweep(ctx, known); err != nil {
+		return err
+	}
+	for _, sb := range rows {
+		st, _, err := m.cfg.Runtime.State(ctx, sb.ID)
+		if err != nil && !errors.Is(err, runsc.ErrNotExist) {
+			return err
+		}
+		if st == "paused" {
+			slog.Warn("recover: resuming sandbox left paused", "sandbox", sb.Name)
+			if err := m.cfg.Runtime.Resume(ctx, sb.ID); err != nil {
+				return err
+			}
+			st = "running"
+		}
+		switch {
+		case st == "running":
+			if err := m.adopt(ctx, sb); err != nil {
+				return err
+			}
+		case sb.State == metadata.SandboxRunning:
+			m.restartInBackground(sb)
+		default:
+			logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, sb.ID), "sandbox", sb.Name)
+		}
+	}
+	return nil
+}
+
+// adopt takes over a running container: the agent socket is opened again
+// (cairn-init re-dials it within a second) and the row says running.
+func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox) error {
+	host, err := agent.Listen(m.agentSocket(sb.ID))
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.live[sb.ID] = &instance{agent: host}
+	m.notify()
+	m.mu.Unlock()
+	if sb.State != metadata.SandboxRunning {
+		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
+			return err
+		}
+	}
+	slog.Info("recover: adopted running sandbox", "sandbox", sb.Name, "id", sb.ID)
+	return nil
+}
+
+// restartInBackground starts a sandbox that should run; execs wait for it.
+func (m *Manager) restartInBackground(sb metadata.Sandbox) {
+	if err := m.begin(sb, api.StateStarting); err != nil {
+		return
+	}
+	go func() {
+		defer m.end(sb.ID)
+		slog.Info("recover: starting sandbox that should be running", "sandbox", sb.Name)
+		if err := m.startContainer(context.Background(), sb); err != nil {
+			slog.Error("recover: start failed; marking stopped", "sandbox", sb.Name, "err", err)
+			logErr("recover: mark stopped", m.cfg.Store.SetSandboxState(context.Background(), sb.ID, metadata.SandboxStopped))
+		}
+	}()
+}
+
+// sweep removes containers, root subvolumes and host directories of
+// sandboxes that have no committed row.
+func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
+	ids, err := m.cfg.Runtime.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !known[id] {
+			slog.Info("recover: deleting orphan container", "id", id)
+			if err := m.cfg.Runtime.Delete(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	for _, dir := range []string{filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes")} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if known[e.Name()] {
+				continue
+			}
+			slog.Info("recover: removing orphan sandbox files", "path", filepath.Join(dir, e.Name()))
+			if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+// Package runsc drives gVisor's runsc as cairn's sandbox runtime: it writes
+// an OCI bundle for a sandbox and calls runsc to create, start, pause,
+// resume, signal and delete its container. Every call uses the same global
+// flags, among them --overlay2=none (what the sandbox writes lands in its
+// root subvolume at once) and --host-uds=open (cairn-init can dial the
+// host's agent socket).
+package runsc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Pinned is the gVisor version cairn is built and tested against.
+const Pinned = "gvisor.dev/gvisor/runsc@v0.0.0-20260905035102-160fafc42237"
+
+// ErrNotExist is returned for a container runsc does not know.
+var ErrNotExist = errors.New("container does not exist")
+
+// Runsc runs containers with one runsc binary and one state directory.
+type Runsc struct {
+	binary    string
+	stateRoot string
+}
+
+// Find returns the runsc binary to use: configured if set, else runsc on
+// PATH, else /usr/local/bin/runsc. The error says how to install it.
+func Find(configured string) (string, error) {
+	if configured != "" {
+		if _, err := os.Stat(configured); err != nil {
+			return "", fmt.Errorf("runsc not found at %s: %w", configured, err)
+		}
+		return configured, nil
+	}
+	if p, err := exec.LookPath("runsc"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/local/bin/runsc"); err == nil {
+		return "/usr/local/bin/runsc", nil
+	}
+	return "", fmt.Errorf("runsc (gVisor) not found on PATH: install it with `CGO_ENABLED=0 go install %s` (or run scripts/install-deps.sh), or pass --runsc PATH", Pinned)
+}
+
+// New returns a driver using binary and keeping container state in stateRoot.
+func New(binary, stateRoot string) *Runsc {
+	return &Runsc{binary: binary, stateRoot: stateRoot}
+}
+
+// Binary is the path of the runsc in use.
+func (r *Runsc) Binary() string { return r.binary }
+
+func (r *Runsc) globalArgs() []string {
+	return []string{"--root=" + r.stateRoot, "--overlay2=none", "--host-uds=open", "--network=none"}
+}
+
+func (r *Runsc) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, r.binary, append(r.globalArgs(), args...)...)
+}
+
+// run runs runsc with args and returns its stdout; its stderr is in the error.
+func (r *Runsc) run(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := r.command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "does not exist") {
+			return nil, fmt.Errorf("runsc %s: %w", args[0], ErrNotExist)
+		}
+		return nil, fmt.Errorf("runsc %s: %w: %s", args[0], err, msg)
+	}
+	return stdout.Bytes(), nil
+}
+
+// Start writes the bundle for spec and creates and starts its container,
+// whose init's output goes to spec.LogPath. It returns the host pid of the
+// sandbox. On failure nothing of the container is left.
+func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
+	if err := os.MkdirAll(spec.BundleDir, 0o700); err != nil {
+		return 0, err
+	}
+	cfg, err := json.MarshalIndent(spec.oci(), "", "  ")
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(spec.BundleDir, "config.json"), cfg, 0o600); err != nil {
+		return 0, err
+	}
+	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	logStart, _ := logf.Seek(0, 2)
+
+	defer func() {
+		if err != nil {
+			r.Delete(context.WithoutCancel(ctx), spec.ID)
+		}
+	}()
+	pidFile := filepath.Join(spec.BundleDir, "pid")
+	create := r.command(ctx, "create", "--bundle="+spec.BundleDir, "--pid-file="+pidFile, spec.ID)
+	create.Stdin = nil // /dev/null
+	create.Stdout, create.Stderr = logf, logf
+	// Own process group: a ^C meant for cairnd must not reach the sandbox.
+	create.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := create.Run(); err != nil {
+		return 0, fmt.Errorf("runsc create: %w: %s", err, logTail(spec.LogPath, logStart))
+	}
+	if _, err := r.run(ctx, "start", spec.ID); err != nil {
+		return 0, fmt.Errorf("%w: %s", err, logTail(spec.LogPath, logStart))
+	}
+	_, pid, err = r.State(ctx, spec.ID)
+	return pid, err
+}
+
+// Status is a container's state as runsc reports it: "created", "running",
+// "paused" or "stopped".
+type Status string
+
+// State returns the status and host pid of container id, or ErrNotExist.
+func (r *Runsc) State(ctx context.Context, id string) (Status, int, error) {
+	out, err := r.run(ctx, "state", id)
+	if err != nil {
+		return "", 0, err
+	}
+	var st struct {
+		Status string `json:"status"`
+		Pid    int    `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return "", 0, fmt.Errorf("runsc state: %w", err)
+	}
+	return Status(st.Status), st.Pid, nil
+}
+
+// Pause freezes every process of container id.
+func (r *Runsc) Pause(ctx context.Context, id string) error {
+	_, err := r.run(ctx, "pause", id)
+	return err
+}
+
+// Resume thaws container id.
+func (r *Runsc) Resume(ctx context.Context, id string) error {
+	_, err := r.run(ctx, "resume", id)
+	return err
+}
+
+// Kill sends sig to the init of container id.
+func (r *Runsc) Kill(ctx context.Context, id string, sig syscall.Signal) error {
+	_, err := r.run(ctx, "kill", id, fmt.Sprint(int(sig)))
+	return err
+}
+
+// WaitStopped polls until container id is stopped or gone, or ctx ends.
+func (r *Runsc) WaitStopped(ctx context.Context, id string) error {
+	for {
+		st, _, err := r.State(ctx, id)
+		if errors.Is(err, ErrNotExist) || (err == nil && st == "stopped") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Delete removes container id, killing it if it still runs. A container
+// that does not exist is not an error, so Delete is safe in undo steps.
+func (r *Runsc) Delete(ctx context.Context, id string) error {
+	_, err := r.run(ctx, "delete", "--force", id)
+	if errors.Is(err, ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// List returns the ids of every container in the state directory.
+func (r *Runsc) List(ctx context.Context) ([]string, error) {
+	out, err := r.run(ctx, "list", "--quiet")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// logTail returns what was appended to the log at path since offset, at
+// most the last 2 KiB, for error messages.
+func logTail(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return ""
+	}
+	b = b[offset:]
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,83 @@
+package runsc
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Spec says how to run one sandbox.
+type Spec struct {
+	ID          string   // container id; the sandbox id
+	Hostname    string   // the sandbox's name
+	Root        string   // root file system: the sandbox's writable subvolume
+	Args        []string // init's argv: cairn-init
+	Env         []string
+	Mounts      []Mount
+	CPUs        float64 // 0: no limit
+	MemoryBytes int64   // 0: no limit beyond the host's
+	BundleDir   string  // where config.json and the pid file are written
+	LogPath     string  // file that receives init's stdout and stderr
+}
+
+// Mount binds a host path into the sandbox.
+type Mount struct {
+	Source      string
+	Destination string
+	ReadOnly    bool
+}
+
+// capabilities inside the sandbox: Docker's default set, enough for package
+// managers; gVisor is the isolation boundary.
+var capabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+func (s Spec) oci() *specs.Spec {
+	caps := &specs.LinuxCapabilities{
+		Bounding: capabilities, Effective: capabilities, Permitted: capabilities,
+	}
+	mounts := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs"},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+	}
+	for _, m := range s.Mounts {
+		opts := []string{"rbind"}
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		mounts = append(mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: opts})
+	}
+	res := &specs.LinuxResources{}
+	if s.CPUs > 0 {
+		period := uint64(100000)
+		quota := int64(s.CPUs * float64(period))
+		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if s.MemoryBytes > 0 {
+		limit := s.MemoryBytes
+		res.Memory = &specs.LinuxMemory{Limit: &limit}
+	}
+	return &specs.Spec{
+		Version:  specs.Version,
+		Hostname: s.Hostname,
+		Root:     &specs.Root{Path: s.Root},
+		Process: &specs.Process{
+			User:         specs.User{UID: 0, GID: 0},
+			Args:         s.Args,
+			Env:          s.Env,
+			Cwd:          "/",
+			Capabilities: caps,
+			Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20}},
+		},
+		Mounts: mounts,
+		Linux: &specs.Linux{
+			Resources: res,
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
+			},
+		},
+	}
+}

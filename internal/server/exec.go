@@ -1,0 +1,64 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+)
+
+// ExecUpgrade is the protocol name of an upgraded exec connection.
+const ExecUpgrade = "cairn-exec"
+
+// execSandbox runs a command. Detached: answers {"pid":N}. Attached: the
+// request must ask to upgrade to cairn-exec; cairnd answers 101 and from
+// then on pipes exec frames (package api) both ways between the client and
+// cairn-init, until cairn-init ends the stream after the Exit frame.
+func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.ExecRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if !req.Detach && r.Header.Get("Upgrade") != ExecUpgrade {
+		return errdefs.New(api.CodeInvalidRequest, "an attached exec must ask for `Upgrade: %s`", ExecUpgrade)
+	}
+	hj, ok := w.(http.Hijacker)
+	if !req.Detach && !ok {
+		return errdefs.New(api.CodeInvalidRequest, "connection cannot be upgraded")
+	}
+	pid, stream, err := s.sandboxes.Exec(r.Context(), s.account(r), r.PathValue("name"), req)
+	if err != nil {
+		return err
+	}
+	if req.Detach {
+		writeJSON(w, http.StatusOK, api.ExecStarted{PID: pid})
+		return nil
+	}
+	defer stream.Close()
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	fmt.Fprintf(buf, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\nCairn-Exec-Pid: %d\r\n\r\n", ExecUpgrade, pid)
+	if err := buf.Flush(); err != nil {
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Client → sandbox. When the client goes away the stream closes
+		// and cairn-init hangs up the process.
+		io.Copy(stream, buf.Reader)
+		stream.Close()
+	}()
+	// Sandbox → client, until the Exit frame and the end of the stream.
+	io.Copy(conn, stream)
+	conn.Close()
+	wg.Wait()
+	return nil
+}

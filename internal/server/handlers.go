@@ -1,0 +1,124 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) error {
+	info := s.info
+	info.Account = s.account(r)
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) listImages(w http.ResponseWriter, r *http.Request) error {
+	imgs, err := s.images.List()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, imgs)
+	return nil
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.sandboxes.List(r.Context(), s.account(r), r.URL.Query().Get("parent"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.CreateSandboxRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	op, err := s.sandboxes.Create(r.Context(), s.account(r), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, op)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	sb, err := s.sandboxes.Get(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sb)
+	return nil
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.sandboxes.Delete(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return accepted(w, op)
+}
+
+func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.sandboxes.Start(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return accepted(w, op)
+}
+
+func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.sandboxes.Stop(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return accepted(w, op)
+}
+
+func (s *Server) restartSandbox(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.sandboxes.Restart(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return accepted(w, op)
+}
+
+func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.ops.List())
+	return nil
+}
+
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.ops.Get(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, op.Info())
+	return nil
+}
+
+// operationEvents streams an operation's events as NDJSON, from its first,
+// until its complete or error event.
+func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.ops.Get(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	// Once the header is sent, an error can only end the stream early.
+	op.Follow(r.Context(), func(ev api.Event) error {
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	})
+	return nil
+}

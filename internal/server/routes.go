@@ -1,0 +1,27 @@
+package server
+
+import "net/http"
+
+// route is one endpoint of the API.
+type route struct {
+	method  string
+	path    string // net/http pattern path, with {wildcards}
+	handler func(s *Server, w http.ResponseWriter, r *http.Request) error
+}
+
+// routes is every endpoint of the API, in one place. See docs/api.md.
+var routes = []route{
+	{"GET", "/v1", (*Server).getInfo},
+	{"GET", "/v1/images", (*Server).listImages},
+	{"GET", "/v1/sandboxes", (*Server).listSandboxes},
+	{"POST", "/v1/sandboxes", (*Server).createSandbox},
+	{"GET", "/v1/sandboxes/{name}", (*Server).getSandbox},
+	{"DELETE", "/v1/sandboxes/{name}", (*Server).deleteSandbox},
+	{"POST", "/v1/sandboxes/{name}/start", (*Server).startSandbox},
+	{"POST", "/v1/sandboxes/{name}/stop", (*Server).stopSandbox},
+	{"POST", "/v1/sandboxes/{name}/restart", (*Server).restartSandbox},
+	{"POST", "/v1/sandboxes/{name}/exec", (*Server).execSandbox},
+	{"GET", "/v1/operations", (*Server).listOperations},
+	{"GET", "/v1/operations/{id}", (*Server).getOperation},
+	{"GET", "/v1/operations/{id}/events", (*Server).operationEvents},
+}

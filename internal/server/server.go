@@ -1,0 +1,138 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/sandbox"
+)
+
+// DefaultAccount is the account of requests on the local socket.
+const DefaultAccount = "default"
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// Server serves the API.
+type Server struct {
+	sandboxes *sandbox.Manager
+	images    *image.Catalog
+	ops       *operation.Registry
+	info      api.ServerInfo
+	mux       *http.ServeMux
+}
+
+// New returns a server over the given parts.
+func New(sandboxes *sandbox.Manager, images *image.Catalog, ops *operation.Registry, info api.ServerInfo) *Server {
+	s := &Server{sandboxes: sandboxes, images: images, ops: ops, info: info, mux: http.NewServeMux()}
+	byPath := map[string]map[string]func(*Server, http.ResponseWriter, *http.Request) error{}
+	var paths []string
+	for _, rt := range routes {
+		if byPath[rt.path] == nil {
+			byPath[rt.path] = map[string]func(*Server, http.ResponseWriter, *http.Request) error{}
+			paths = append(paths, rt.path)
+		}
+		byPath[rt.path][rt.method] = rt.handler
+	}
+	for _, p := range paths {
+		methods := byPath[p]
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			h, ok := methods[r.Method]
+			if !ok {
+				var allowed []string
+				for m := range methods {
+					allowed = append(allowed, m)
+				}
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+				return
+			}
+			if err := h(s, w, r); err != nil {
+				s.fail(w, r, err)
+			}
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// statusOf maps an error code to its HTTP status.
+func statusOf(code string) int {
+	switch code {
+	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation:
+		return http.StatusNotFound
+	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy:
+		return http.StatusConflict
+	case api.CodeExecFailed:
+		return http.StatusUnprocessableEntity
+	case api.CodeDiskLimit:
+		return http.StatusInsufficientStorage
+	case api.CodeAgentUnreachable:
+		return http.StatusServiceUnavailable
+	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	if strings.HasPrefix(code, "V") {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// fail answers err in the one error shape. Unexpected errors are logged.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := errdefs.CodeOf(err)
+	status := statusOf(code)
+	if status >= 500 {
+		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	}
+	writeError(w, status, code, err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.ErrorBody{Error: api.ErrorInfo{Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a JSON body into v; unknown fields are refused.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errdefs.New(api.CodeInvalidRequest, "request body is empty; expected JSON")
+		}
+		return errdefs.Wrap(api.CodeInvalidRequest, err, "malformed JSON body")
+	}
+	return nil
+}
+
+// account returns the account a request acts for. On the local socket every
+// request acts for the default account; token auth comes with TCP.
+func (s *Server) account(*http.Request) string { return DefaultAccount }
+
+// accepted answers 202 with an operation.
+func accepted(w http.ResponseWriter, op *operation.Op) error {
+	info := op.Info()
+	w.Header().Set("Location", "/v1/operations/"+info.ID)
+	writeJSON(w, http.StatusAccepted, info)
+	return nil
+}

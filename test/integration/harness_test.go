@@ -1,0 +1,290 @@
+// Package integration tests cairn end to end as a user runs it: the real
+// cairnd (real runsc, a real btrfs pool on a loop file, SQLite) driven by the
+// real cairn CLI and the Go client. It needs root; when CI=true a missing
+// prerequisite fails the run instead of skipping it.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/client"
+)
+
+// binDir holds cairn, cairnd and cairn-init for the whole run.
+var binDir string
+
+// testCacheDir keeps debootstrap's downloads between runs.
+const testCacheDir = "/var/cache/cairn-test"
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if reason := missingPrerequisite(); reason != "" {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "integration: FAIL:", reason)
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "integration: skipping:", reason)
+		return 0
+	}
+	binDir = os.Getenv("CAIRN_BIN")
+	if binDir == "" {
+		dir, err := os.MkdirTemp("", "cairn-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/cairn", "./cmd/cairnd", "./cmd/cairn-init")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+			return 1
+		}
+		binDir = dir
+	}
+	return m.Run()
+}
+
+func missingPrerequisite() string {
+	if os.Geteuid() != 0 {
+		return "needs root"
+	}
+	for _, tool := range []string{"runsc", "btrfs", "mkfs.btrfs", "busybox", "debootstrap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " not installed (run scripts/install-deps.sh)"
+		}
+	}
+	return ""
+}
+
+// daemon is one cairnd process with its own data dir and socket.
+type daemon struct {
+	t       *testing.T
+	dataDir string
+	socket  string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited and been reaped
+	log     *os.File
+	client  *client.Client
+}
+
+// startDaemon starts a cairnd on a fresh data dir; it is stopped, its
+// sandboxes deleted and its pool unmounted when the test ends.
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cairn-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, dataDir: dir, socket: filepath.Join(dir, "cairn.sock")}
+	d.client = client.New(d.socket)
+	d.start()
+	t.Cleanup(d.destroy)
+	return d
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	logf, err := os.OpenFile(filepath.Join(d.dataDir, "cairnd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.log = logf
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"),
+		"--data-dir", d.dataDir, "--socket", d.socket, "--pool-size", "8G",
+		"--cache-dir", testCacheDir, "--log-level", "debug")
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.exited = make(chan struct{})
+	var waitErr error
+	go func() { waitErr = d.cmd.Wait(); close(d.exited) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := d.client.ServerInfo(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-d.exited:
+			d.t.Fatalf("cairnd exited at start: %v\n%s", waitErr, d.logText())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("cairnd did not answer within 60s: %v\n%s", err, d.logText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill stops cairnd with sig (SIGKILL: a crash) and waits until it is gone.
+func (d *daemon) kill(sig syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatal(err)
+	}
+	select {
+	case <-d.exited:
+		d.log.Close()
+	case <-time.After(15 * time.Second):
+		d.t.Fatalf("cairnd (pid %d) did not exit after %v", d.cmd.Process.Pid, sig)
+	}
+}
+
+func (d *daemon) running() bool {
+	select {
+	case <-d.exited:
+		return false
+	default:
+		return d.cmd != nil
+	}
+}
+
+func (d *daemon) logText() string {
+	b, _ := os.ReadFile(filepath.Join(d.dataDir, "cairnd.log"))
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	return string(b)
+}
+
+// destroy deletes every sandbox, stops cairnd, unmounts the pool and
+// removes the data dir, so that a run leaves nothing behind.
+func (d *daemon) destroy() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if d.t.Failed() {
+		d.t.Logf("cairnd log:\n%s", d.logText())
+	}
+	if list, err := d.client.Sandboxes(ctx, ""); err == nil {
+		for _, sb := range list {
+			if op, err := d.client.DeleteSandbox(ctx, sb.Name); err == nil {
+				d.client.Follow(ctx, op, nil)
+			}
+		}
+	}
+	if d.running() {
+		d.kill(syscall.SIGTERM)
+	}
+	// Containers a failed test left: runsc's state lives in the data dir.
+	if ids, err := exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "list", "-q").Output(); err == nil {
+		for _, id := range strings.Fields(string(ids)) {
+			exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "delete", "--force", id).Run()
+		}
+	}
+	pool := filepath.Join(d.dataDir, "pool")
+	if err := exec.Command("umount", pool).Run(); err != nil {
+		exec.Command("umount", "-l", pool).Run()
+	}
+	os.RemoveAll(d.dataDir)
+}
+
+// cli runs the cairn CLI against this daemon.
+func (d *daemon) cli(stdin string, args ...string) (stdout, stderr string, code int) {
+	d.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "cairn"), append([]string{"--socket", d.socket}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			d.t.Fatalf("cairn %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return o.String(), e.String(), code
+}
+
+// mustCLI runs the CLI and fails the test unless it exits 0.
+func (d *daemon) mustCLI(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.cli("", args...)
+	if code != 0 {
+		d.t.Fatalf("cairn %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// create makes a running sandbox with the CLI.
+func (d *daemon) create(name string, flags ...string) api.Sandbox {
+	d.t.Helper()
+	out := d.mustCLI(append([]string{"--json", "create", name}, flags...)...)
+	var sb api.Sandbox
+	if err := json.Unmarshal([]byte(out), &sb); err != nil {
+		d.t.Fatalf("create %s: bad JSON %q: %v", name, out, err)
+	}
+	if sb.State != api.StateRunning {
+		d.t.Fatalf("create %s: state %q, want running", name, sb.State)
+	}
+	return sb
+}
+
+// sh runs a shell command in a sandbox and returns its stdout; it fails the
+// test unless the command exits 0.
+func (d *daemon) sh(name, script string) string {
+	d.t.Helper()
+	out, errOut, code := d.cli("", "exec", name, "--", "/bin/sh", "-c", script)
+	if code != 0 {
+		d.t.Fatalf("exec %s %q: exit %d\nstdout: %s\nstderr: %s", name, script, code, out, errOut)
+	}
+	return out
+}
+
+// errorCode runs a CLI command expected to fail and returns the API code it
+// printed with --json.
+func (d *daemon) errorCode(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.cli("", append([]string{"--json"}, args...)...)
+	if code == 0 {
+		d.t.Fatalf("cairn %v succeeded, want an error\n%s", args, out)
+	}
+	var eb api.ErrorBody
+	if err := json.Unmarshal([]byte(out), &eb); err != nil {
+		d.t.Fatalf("cairn %v: error output is not the JSON error shape: %q %q", args, out, errOut)
+	}
+	return eb.Error.Code
+}
+
+// poolEntries lists the sandbox root subvolumes in the pool.
+func (d *daemon) poolEntries() []string {
+	entries, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "sandboxes"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// containers lists the runsc containers of this daemon.
+func (d *daemon) containers() []string {
+	out, err := exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "list", "-q").Output()
+	if err != nil {
+		d.t.Fatalf("runsc list: %v", err)
+	}
+	return strings.Fields(string(out))
+}
