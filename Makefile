@@ -1,7 +1,7 @@
 # cairn — see README.md. Everything runs as root on Debian 12.
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION)
+LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION) -X github.com/cairn-sandbox/cairn/internal/cli.Version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 
 .PHONY: build deps test-deps run test lint bench clean

@@ -22,6 +22,7 @@ func main() {
 	cfg := initd.Config{
 		SocketPath: *socket,
 		IsInit:     os.Getpid() == 1,
+		Env:        os.Environ(), // from the sandbox spec
 		Version:    version,
 		Log:        log,
 	}

@@ -20,6 +20,9 @@ var ErrClosed = errors.New("agent host closed")
 
 // Host listens on one sandbox's agent socket and holds the current
 // connection from its cairn-init. Its methods are safe for concurrent use.
+// An op made while no connection is up waits for one until its ctx ends,
+// then fails with an error of code api.CodeAgentUnreachable that wraps
+// ctx.Err(); so do ops whose connection fails.
 type Host struct {
 	ln   net.Listener
 	done chan struct{} // closed when the accept loop ends

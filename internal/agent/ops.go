@@ -45,10 +45,11 @@ func (h *Host) ping(ctx context.Context, sess *yamux.Session) (api.AgentInfo, er
 // req.Detach, it also returns the exec stream: the caller writes and reads
 // the frames of api/exec.go on it, the last one it reads is FrameExit, and
 // it must Close it. Closing it before FrameExit hangs up the command (see
-// docs/exec-protocol.md), and so does the end of ctx, which bounds the
-// whole session as with exec.CommandContext. If the command could not
-// start, the error is a *StartError.
-func (h *Host) Exec(ctx context.Context, req api.ExecRequest) (int, io.ReadWriteCloser, error) {
+// docs/exec-protocol.md); what follows, the Exit frame included, can still
+// be read. The end of ctx aborts the stream, which also hangs up the
+// command: ctx bounds the whole session, as with exec.CommandContext.
+// If the command could not start, the error is a *StartError.
+func (h *Host) Exec(ctx context.Context, req api.ExecRequest) (pid int, stream io.ReadWriteCloser, err error) {
 	var started api.ExecStarted
 	st, err := h.do(ctx, api.AgentRequest{Op: api.AgentOpExec, Exec: &req}, &started)
 	if err != nil {

@@ -13,16 +13,17 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 )
 
-// defaultPath is the PATH of a command whose request does not set one.
+// defaultPath is the PATH of commands unless the environment sets another.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // command builds the exec.Cmd for req, without stdio or process attributes.
-// The program is looked up in the PATH the command will get, not ours.
-func command(req api.ExecRequest) (*exec.Cmd, error) {
+// base is the environment every command starts from. The program is looked
+// up in the PATH the command will get, not ours.
+func command(base []string, req api.ExecRequest) (*exec.Cmd, error) {
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return nil, errors.New("exec: no command")
 	}
-	env := environ(req)
+	env := environ(base, req)
 	dir := req.Dir
 	if dir == "" {
 		dir = "/"
@@ -54,25 +55,35 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// environ is the environment of req's command: defaults, then req.Env, a
-// later KEY=VALUE replacing an earlier one.
-func environ(req api.ExecRequest) []string {
+// environ is the environment of req's command: PATH and HOME defaults,
+// then base without TERM, then TERM for a terminal, then req.Env. A later
+// KEY=VALUE replaces an earlier one.
+func environ(base []string, req api.ExecRequest) []string {
 	env := []string{"PATH=" + defaultPath, "HOME=/root"}
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "TERM=") { // it describes cairn-init's console
+			env = setenv(env, kv)
+		}
+	}
 	if req.TTY && !req.Detach {
-		env = append(env, "TERM=xterm-256color")
+		env = setenv(env, "TERM=xterm-256color")
 	}
 	for _, kv := range req.Env {
-		key, _, _ := strings.Cut(kv, "=")
-		i := 0
-		for _, old := range env {
-			if k, _, _ := strings.Cut(old, "="); k != key {
-				env[i] = old
-				i++
-			}
-		}
-		env = append(env[:i], kv)
+		env = setenv(env, kv)
 	}
 	return env
+}
+
+// setenv returns env with kv, replacing the variable of the same name.
+func setenv(env []string, kv string) []string {
+	key, _, _ := strings.Cut(kv, "=")
+	for i, old := range env {
+		if k, _, _ := strings.Cut(old, "="); k == key {
+			env[i] = kv
+			return env
+		}
+	}
+	return append(env, kv)
 }
 
 func pathOf(env []string) string {

@@ -11,11 +11,11 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 )
 
-// exec serves an exec stream: it starts req's command, replies with its pid
+// serveExec serves an exec stream: it starts req's command, replies with its pid
 // or the reason it could not start and, unless the command is detached,
 // runs its session on st until it exits.
-func (s *server) exec(st *yamux.Stream, req api.ExecRequest) {
-	cmd, err := command(req)
+func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
+	cmd, err := command(s.cfg.Env, req)
 	if err != nil {
 		s.replyError(st, err)
 		return
@@ -51,7 +51,8 @@ func (s *server) replyStarted(st *yamux.Stream, req api.ExecRequest, pid int, er
 }
 
 // startDetached starts cmd in its own process group with stdio on
-// /dev/null. The reaper collects it when it exits.
+// /dev/null (what exec.Cmd gives nil Stdin, Stdout and Stderr). The reaper
+// collects it when it exits.
 func (s *server) startDetached(cmd *exec.Cmd) (int, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pid, _, err := s.reaper.start(cmd)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/initd"
 )
 
 func TestExecOutputAndExitCode(t *testing.T) {
@@ -26,13 +27,13 @@ func TestExecOutputAndExitCode(t *testing.T) {
 }
 
 func TestExecEnvironmentAndDir(t *testing.T) {
-	h := start(t)
+	h := startWith(t, initd.Config{Env: []string{"FOO=base", "BASE=base", "HOME=/home/base", "TERM=dumb"}})
 	r := run(t, h, api.ExecRequest{
-		Command: []string{"sh", "-c", `echo "$FOO $HOME ${TERM-unset} $PATH"; pwd`},
+		Command: []string{"sh", "-c", `echo "$FOO $BASE $HOME ${TERM-unset} $PATH"; pwd`},
 		Env:     []string{"FOO=bar", "HOME=/nowhere", "FOO=baz"},
 		Dir:     "/tmp",
 	})
-	want := "baz /nowhere unset /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n/tmp\n"
+	want := "baz base /nowhere unset /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n/tmp\n"
 	if r.stdout != want || r.exit.Code != 0 {
 		t.Errorf("got %+v, want stdout %q", r, want)
 	}
@@ -154,9 +155,13 @@ func TestExecTTYResizeAndInput(t *testing.T) {
 func TestExecBackgroundChildDoesNotHoldSession(t *testing.T) {
 	h := start(t)
 	for _, tty := range []bool{false, true} {
-		r := run(t, h, api.ExecRequest{Command: []string{"sh", "-c", "sleep 2 & echo $!; echo done"}, TTY: tty})
-		if !strings.HasSuffix(r.stdout, "done\n") && !strings.HasSuffix(r.stdout, "done\r\n") {
-			t.Errorf("tty %v: got %+v", tty, r)
+		r := run(t, h, api.ExecRequest{Command: []string{"sh", "-c", "sleep 30 & echo $!; echo done"}, TTY: tty})
+		lines := strings.Fields(r.stdout)
+		if len(lines) != 2 || lines[1] != "done" {
+			t.Fatalf("tty %v: got %+v", tty, r)
+		}
+		if pid, err := strconv.Atoi(lines[0]); err == nil {
+			unix.Kill(pid, unix.SIGKILL)
 		}
 	}
 }
@@ -170,7 +175,10 @@ func TestExecClientGoneHangsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	readUntil(t, st, "ready")
-	st.Close()
+	st.Close() // ends our side only: we can still read what follows
+	if r := collect(t, st); r.exit != (api.ExitStatus{Code: 129, Signal: "SIGHUP"}) {
+		t.Errorf("after closing the stream: %+v", r)
+	}
 	waitGone(t, pid)
 
 	// Ending the context of Exec does the same.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,13 +66,20 @@ func startInit(t *testing.T, cfg initd.Config) *running {
 // start runs cairn-init and a Host it is connected to.
 func start(t *testing.T) *agent.Host {
 	t.Helper()
+	return startWith(t, initd.Config{})
+}
+
+// startWith is start with cfg (but for its socket path).
+func startWith(t *testing.T, cfg initd.Config) *agent.Host {
+	t.Helper()
 	sock := socketPath(t)
 	h, err := agent.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	startInit(t, initd.Config{SocketPath: sock})
+	cfg.SocketPath = sock
+	startInit(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.WaitConnected(ctx); err != nil {
@@ -154,7 +162,7 @@ func send(t *testing.T, st io.Writer, typ api.FrameType, payload []byte) {
 func procState(t *testing.T, pid int) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) { // ESRCH: it went while we read
 		return ""
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ const DefaultTermGrace = 5 * time.Second
 type Config struct {
 	SocketPath string        // host socket to dial; default DefaultSocketPath
 	IsInit     bool          // the process is PID 1: may signal every process with kill(-1, …)
+	Env        []string      // environment every command starts from (cairn-init passes its own)
 	Version    string        // reported by ping
 	TermGrace  time.Duration // SIGTERM to SIGKILL on our own SIGTERM; default DefaultTermGrace
 	Log        *slog.Logger  // default slog.Default()
@@ -72,14 +74,15 @@ func Run(ctx context.Context, cfg Config) error {
 		stop:   stop,
 	}
 
-	reaperDone := make(chan struct{})
-	stopReaper := make(chan struct{})
-	go func() {
-		defer close(reaperDone)
-		s.reaper.run(stopReaper)
-	}()
-	var loops sync.WaitGroup
-	loops.Go(func() { s.forwardSignals(ctx) })
+	// Before anything can start: Go's default for SIGTERM is to exit.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	stopReaping := make(chan struct{})
+	var reaping, loops sync.WaitGroup
+	reaping.Go(func() { s.reaper.run(stopReaping) })
+	loops.Go(func() { s.forwardSignals(ctx, sigs) })
 	loops.Go(func() { s.dialLoop(ctx) })
 
 	s.log.Info("cairn-init started", "version", cfg.Version, "pid", os.Getpid(), "socket", cfg.SocketPath)
@@ -87,8 +90,8 @@ func Run(ctx context.Context, cfg Config) error {
 	loops.Wait()
 	// Handlers end once their process exits, so the reaper must outlive them.
 	s.wg.Wait()
-	close(stopReaper)
-	<-reaperDone
+	close(stopReaping)
+	reaping.Wait()
 	return nil
 }
 
@@ -105,18 +108,28 @@ func (s *server) terminate(grace time.Duration) {
 	s.waitAllGone(killWait)
 }
 
+// signalAll sends sig to every other process when initd is PID 1, else to
+// the groups it started.
+func (s *server) signalAll(sig unix.Signal) {
+	if s.cfg.IsInit {
+		_ = unix.Kill(-1, sig)
+	} else {
+		s.groups.signal(sig)
+	}
+}
+
 func (s *server) waitAllGone(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
-	for s.signalAll(0) && time.Now().Before(deadline) {
+	for s.anyLeft() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// signalAll sends sig to every other process when initd is PID 1, else to
-// the groups it started. It reports whether any process was there.
-func (s *server) signalAll(sig unix.Signal) bool {
+// anyLeft reports whether a process signalAll would reach, or its zombie,
+// is still there.
+func (s *server) anyLeft() bool {
 	if s.cfg.IsInit {
-		return unix.Kill(-1, sig) == nil
+		return unix.Kill(-1, 0) == nil
 	}
-	return s.groups.signal(sig)
+	return s.groups.signal(0)
 }

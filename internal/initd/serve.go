@@ -1,6 +1,7 @@
 package initd
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -31,10 +32,10 @@ func (s *server) handle(st *yamux.Stream) {
 		s.reply(st, api.AgentInfo{Version: s.cfg.Version, PID: os.Getpid(), BootID: s.bootID})
 	case api.AgentOpExec:
 		if req.Exec == nil {
-			s.replyError(st, fmt.Errorf("exec: no exec request"))
+			s.replyError(st, errors.New("exec: no exec request"))
 			return
 		}
-		s.exec(st, *req.Exec)
+		s.serveExec(st, *req.Exec)
 	case api.AgentOpSync:
 		unix.Sync()
 		s.reply(st, api.AgentResult{OK: true})

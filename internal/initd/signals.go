@@ -3,17 +3,17 @@ package initd
 import (
 	"context"
 	"os"
-	"os/signal"
 
 	"golang.org/x/sys/unix"
 )
 
-// forwardSignals passes the signals cairn-init receives on to the process
-// groups it started. SIGTERM ends everything: see terminate.
-func (s *server) forwardSignals(ctx context.Context) {
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1, unix.SIGUSR2)
-	defer signal.Stop(sigs)
+// forwarded are the signals cairn-init passes on to the process groups it
+// started.
+var forwarded = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1, unix.SIGUSR2}
+
+// forwardSignals passes the signals from sigs on to the process groups
+// cairn-init started. SIGTERM ends everything (see terminate) and Run.
+func (s *server) forwardSignals(ctx context.Context, sigs <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():

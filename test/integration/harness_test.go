@@ -189,11 +189,13 @@ func (d *daemon) destroy() {
 		d.kill(syscall.SIGTERM)
 	}
 	// Containers a failed test left: runsc's state lives in the data dir.
-	if ids, err := exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "list", "-q").Output(); err == nil {
+	if ids, err := exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "list", "--quiet").Output(); err == nil {
 		for _, id := range strings.Fields(string(ids)) {
 			exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "delete", "--force", id).Run()
 		}
 	}
+	// runsc keeps a bind mount of an empty network namespace in its root.
+	exec.Command("umount", filepath.Join(d.dataDir, "runsc", "null-netns")).Run()
 	pool := filepath.Join(d.dataDir, "pool")
 	if err := exec.Command("umount", pool).Run(); err != nil {
 		exec.Command("umount", "-l", pool).Run()
@@ -282,7 +284,7 @@ func (d *daemon) poolEntries() []string {
 
 // containers lists the runsc containers of this daemon.
 func (d *daemon) containers() []string {
-	out, err := exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "list", "-q").Output()
+	out, err := exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "list", "--quiet").Output()
 	if err != nil {
 		d.t.Fatalf("runsc list: %v", err)
 	}

@@ -229,7 +229,7 @@ func TestBadInputLeavesNothingBehind(t *testing.T) {
 		code string
 	}{
 		{[]string{"create", "Bad_Name"}, api.CodeInvalidName},
-		{[]string{"create", "-leading-dash"}, api.CodeInvalidName},
+		{[]string{"create", "--", "-leading-dash"}, api.CodeInvalidName},
 		{[]string{"create", strings.Repeat("a", 64)}, api.CodeInvalidName},
 		{[]string{"create", "../../etc"}, api.CodeInvalidName},
 		{[]string{"create", "taken"}, api.CodeNameTaken},

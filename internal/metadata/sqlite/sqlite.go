@@ -117,13 +117,35 @@ func dsn(abs string, params url.Values) string {
 	return u.String()
 }
 
-// checkWAL makes sure WAL mode took effect: SQLite quietly keeps the
-// rollback journal on file systems that cannot do WAL, which would make
-// readers and the writer block each other.
+// checkWAL connects the writer, which switches the file to WAL mode, and
+// makes sure WAL mode took effect: SQLite quietly keeps the rollback journal
+// on file systems that cannot do WAL, which would make readers and the
+// writer block each other.
+//
+// Switching a new file to WAL can fail with SQLITE_BUSY without waiting
+// when another process is switching it at the same moment (busy_timeout
+// does not cover that step), so connecting is retried for up to
+// busyTimeout. Once the file is in WAL mode, which is persistent, this
+// never happens again.
 func (s *Store) checkWAL(ctx context.Context) error {
+	retry := time.NewTimer(busyTimeout)
+	defer retry.Stop()
 	var mode string
-	if err := s.writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("connect: %w", err)
+	for {
+		err := s.writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		if err == nil {
+			break
+		}
+		if sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
+			return fmt.Errorf("connect: %w", err)
+		}
+		select {
+		case <-retry.C:
+			return fmt.Errorf("connect: %w", err)
+		case <-ctx.Done():
+			return fmt.Errorf("connect: %w", err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal mode is %q, not WAL (is the file system one SQLite supports?)", mode)

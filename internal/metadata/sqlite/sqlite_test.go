@@ -1,12 +1,14 @@
 package sqlite
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +21,92 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata/migrations"
 	"github.com/cairn-sandbox/cairn/internal/metadata/storetest"
 )
+
+// crashWriterEnv makes the test binary a writer for TestKilledWriter
+// instead of running the tests.
+const crashWriterEnv = "CAIRN_TEST_SQLITE_CRASH_WRITER"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(crashWriterEnv); path != "" {
+		crashWriter(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashWriter creates sandboxes in the database at path and prints each id
+// once CreateSandbox has returned, until it is killed.
+func crashWriter(path string) {
+	s, err := Open(path, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	a, err := s.EnsureAccount(ctx, "alice")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	for i := range 1_000_000 { // bounded, should the test not kill it
+		id := fmt.Sprintf("%016x", i)
+		sb := metadata.Sandbox{ID: id, AccountID: a.ID, Name: "sb-" + id, Image: "debian", State: metadata.SandboxRunning}
+		if err := s.CreateSandbox(ctx, sb); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if _, err := fmt.Println(id); err != nil {
+			os.Exit(2)
+		}
+	}
+}
+
+// TestKilledWriter kills (SIGKILL) a process in the middle of writing and
+// checks that every write it had seen committed is in the database, which
+// opens cleanly afterwards.
+func TestKilledWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashWriterEnv+"="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var committed []string
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		committed = append(committed, lines.Text())
+		if len(committed) == 50 {
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Lines already in the pipe when the kill landed were committed too.
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the writer exited normally before it was killed")
+	}
+	if len(committed) < 50 {
+		t.Fatalf("the writer stopped after %d writes", len(committed))
+	}
+
+	s := openT(t, path)
+	defer s.Close()
+	for _, id := range committed {
+		if _, err := s.SandboxByID(context.Background(), id); err != nil {
+			t.Errorf("committed sandbox %s: %v", id, err)
+		}
+	}
+	var check string
+	if err := s.reader.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check = %q, %v", check, err)
+	}
+	t.Logf("%d committed writes before SIGKILL, all present", len(committed))
+}
 
 func TestStore(t *testing.T) {
 	var (

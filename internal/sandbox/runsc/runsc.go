@@ -85,14 +85,7 @@ func (r *Runsc) run(ctx context.Context, args ...string) ([]byte, error) {
 // whose init's output goes to spec.LogPath. It returns the host pid of the
 // sandbox. On failure nothing of the container is left.
 func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
-	if err := os.MkdirAll(spec.BundleDir, 0o700); err != nil {
-		return 0, err
-	}
-	cfg, err := json.MarshalIndent(spec.oci(), "", "  ")
-	if err != nil {
-		return 0, err
-	}
-	if err := os.WriteFile(filepath.Join(spec.BundleDir, "config.json"), cfg, 0o600); err != nil {
+	if err := spec.WriteBundle(); err != nil {
 		return 0, err
 	}
 	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -1,6 +1,10 @@
 package runsc
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -80,4 +84,16 @@ func (s Spec) oci() *specs.Spec {
 			},
 		},
 	}
+}
+
+// WriteBundle writes the OCI bundle (config.json) for s into s.BundleDir.
+func (s Spec) WriteBundle() error {
+	if err := os.MkdirAll(s.BundleDir, 0o700); err != nil {
+		return err
+	}
+	cfg, err := json.MarshalIndent(s.oci(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.BundleDir, "config.json"), cfg, 0o600)
 }
