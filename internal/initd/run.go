@@ -45,6 +45,7 @@ type server struct {
 // Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx
 // ends, it receives SIGTERM, or cairnd asks it to shut down. The last two
 // end every process first. It returns nil unless it could not start.
+// Only one Run may be active in a process: its reaper waits for every child.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.SocketPath == "" {
 		cfg.SocketPath = DefaultSocketPath

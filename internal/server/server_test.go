@@ -1,0 +1,60 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+)
+
+// The edge answers unknown routes, wrong methods and malformed bodies in the
+// one error shape. (Routes that reach the sandbox manager are covered end
+// to end in test/integration.)
+func TestErrorsHaveOneShape(t *testing.T) {
+	s := New(nil, nil, operation.NewRegistry(t.Context(), nil), api.ServerInfo{Version: "test"})
+	cases := []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/v2/nothing", "", 404, api.CodeInvalidRequest},
+		{"PUT", "/v1/sandboxes", "", 405, api.CodeInvalidRequest},
+		{"POST", "/v1/sandboxes", "{not json", 400, api.CodeInvalidRequest},
+		{"POST", "/v1/sandboxes", "", 400, api.CodeInvalidRequest},
+		{"POST", "/v1/sandboxes", `{"name":"a","bogus":1}`, 400, api.CodeInvalidRequest},
+		{"GET", "/v1/operations/nope", "", 404, api.CodeNoOperation},
+		{"GET", "/v1/operations/nope/events", "", 404, api.CodeNoOperation},
+	}
+	for _, c := range cases {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, strings.NewReader(c.body)))
+		var eb api.ErrorBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
+			t.Errorf("%s %s: body %q is not the error shape", c.method, c.path, rec.Body)
+			continue
+		}
+		if rec.Code != c.status || eb.Error.Code != c.code || eb.Error.Message == "" {
+			t.Errorf("%s %s: %d %+v, want %d %s", c.method, c.path, rec.Code, eb.Error, c.status, c.code)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/v1", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"version":"test"`) {
+		t.Errorf("GET /v1: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestEveryCodeHasAStatus(t *testing.T) {
+	for code, want := range map[string]int{
+		api.CodeInvalidName: 400, api.CodeNoSandbox: 404, api.CodeNameTaken: 409, api.CodeNotRunning: 409,
+		api.CodeNoCheckpoint: 404, api.CodeDiskLimit: 507, api.CodeInternal: 500, api.CodeExecFailed: 422,
+	} {
+		if got := statusOf(code); got != want {
+			t.Errorf("statusOf(%s) = %d, want %d", code, got, want)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/internal/testenv"
+)
+
+// loopPool opens a fresh loop-file pool, unmounted when the test ends.
+func loopPool(t *testing.T) (*Pool, string) {
+	t.Helper()
+	testenv.Require(t, "mkfs.btrfs", "btrfs")
+	dir := t.TempDir()
+	p, err := OpenLoop(context.Background(), dir, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("umount", filepath.Join(dir, "pool")).Run() })
+	return p, dir
+}
+
+func TestSnapshotsShareTheTreeAndReadOnlyOnesRefuseWrites(t *testing.T) {
+	ctx := context.Background()
+	p, _ := loopPool(t)
+	img := p.TempPath("img")
+	if err := p.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(img, "f"), []byte("base"), 0o644)
+	if err := p.Snapshot(ctx, img, p.ImagePath("base"), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.ImagePath("base"), "g"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("write into a read-only image: %v, want EROFS", err)
+	}
+	root := p.SandboxPath("sb1")
+	if err := p.Snapshot(ctx, p.ImagePath("base"), root, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.ImagePath("base"), "f")); string(b) != "base" {
+		t.Fatalf("image changed through a snapshot: %q", b)
+	}
+	if ok, _ := IsSubvolume(root); !ok {
+		t.Fatal("sandbox root is not a subvolume")
+	}
+	if err := p.Delete(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("deleted subvolume still there: %v", err)
+	}
+	if err := p.Delete(ctx, root); err != nil {
+		t.Fatalf("deleting a missing subvolume: %v", err)
+	}
+}
+
+func TestPoolIsRemountedAndTheWorkAreaSwept(t *testing.T) {
+	ctx := context.Background()
+	p, dir := loopPool(t)
+	if err := p.Create(ctx, p.ImagePath("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Create(ctx, p.TempPath("half-built")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("umount", filepath.Join(dir, "pool")).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	p2, err := OpenLoop(ctx, dir, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := IsSubvolume(p2.ImagePath("kept")); !ok {
+		t.Fatal("image lost across remount")
+	}
+	if _, err := os.Stat(p2.TempPath("half-built")); !os.IsNotExist(err) {
+		t.Fatalf("leftover in the work area not swept: %v", err)
+	}
+	// Opening again while mounted is fine too.
+	if _, err := OpenLoop(ctx, dir, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenDirRefusesNonBtrfs(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Type == unix.BTRFS_SUPER_MAGIC {
+		t.Skip("the temp dir is on btrfs")
+	}
+	if _, err := OpenDir(dir); err == nil {
+		t.Fatal("OpenDir accepted a directory that is not on btrfs")
+	}
+}
