@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,13 +31,15 @@ import (
 func main() {
 	n := flag.Int("n", 20, "iterations per measurement")
 	flag.Parse()
-	if err := run(*n); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int) error {
+func run(ctx context.Context, n int) error {
 	binDir := os.Getenv("CAIRN_BIN")
 	if binDir == "" {
 		binDir = "bin"
@@ -50,7 +53,6 @@ func run(n int) error {
 		return err
 	}
 	defer d.stop()
-	ctx := context.Background()
 	c := d.client
 
 	// Warm up: the busybox image is built on first use, outside the timings.
@@ -202,9 +204,18 @@ func (b *bareRunsc) execTrue(ctx context.Context, id, root string, n int) ([]tim
 		return nil, err
 	}
 	defer b.cleanup(id, root)
+	// The container's init inherits create's stdio: give it a file, not a
+	// pipe that would stay open as long as the container runs.
+	logf, err := os.Create(filepath.Join(b.dir, id+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
 	create := b.runsc("create", "--bundle="+bundle, id)
+	create.Stdout, create.Stderr = logf, logf
 	create.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if out, err := create.CombinedOutput(); err != nil {
+	if err := create.Run(); err != nil {
+		out, _ := os.ReadFile(logf.Name())
 		return nil, fmt.Errorf("runsc create: %v: %s", err, out)
 	}
 	if out, err := b.runsc("start", id).CombinedOutput(); err != nil {

@@ -240,10 +240,6 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 	if err := os.MkdirAll(filepath.Join(dir, "dotcairn"), 0o755); err != nil {
 		return err
 	}
-	// A container left from a crash (or a stop that failed) goes first.
-	if err := m.cfg.Runtime.Delete(ctx, sb.ID); err != nil {
-		return errdefs.Wrap(api.CodeRuntimeFailed, err, "clean up old container of %s", sb.Name)
-	}
 	host, err := agent.Listen(m.agentSocket(sb.ID))
 	if err != nil {
 		return err
@@ -264,8 +260,16 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 		BundleDir:   filepath.Join(dir, "bundle"),
 		LogPath:     filepath.Join(dir, "console.log"),
 	}
-	if _, err := m.cfg.Runtime.Start(ctx, spec); err != nil {
-		return errdefs.Wrap(api.CodeRuntimeFailed, err, "start sandbox %s", sb.Name)
+	pid, err := m.cfg.Runtime.Start(ctx, spec)
+	if err != nil {
+		// A container left by a crash or a failed stop has the same id:
+		// remove it and try once more.
+		if m.cfg.Runtime.Delete(ctx, sb.ID) == nil {
+			pid, err = m.cfg.Runtime.Start(ctx, spec)
+		}
+		if err != nil {
+			return errdefs.Wrap(api.CodeRuntimeFailed, err, "start sandbox %s", sb.Name)
+		}
 	}
 	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), sb.ID)) })
 	wctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
@@ -277,7 +281,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 	if old := m.live[sb.ID]; old != nil {
 		old.agent.Close()
 	}
-	m.live[sb.ID] = &instance{agent: host}
+	m.live[sb.ID] = &instance{agent: host, pid: pid}
 	m.notify()
 	m.mu.Unlock()
 	undo.Success()

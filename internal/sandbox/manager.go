@@ -75,6 +75,7 @@ type Manager struct {
 // instance is a sandbox whose container cairnd runs or has adopted.
 type instance struct {
 	agent *agent.Host
+	pid   int // host pid of the runsc sandbox process
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
@@ -214,23 +215,18 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	m.mu.Unlock()
 	if inst != nil {
 		out.AgentConnected = inst.agent.Connected()
+		out.Pid = inst.pid
 	}
 	return out
 }
 
-// Get returns the sandbox called name, with its host pid when running.
+// Get returns the sandbox called name.
 func (m *Manager) Get(ctx context.Context, account, name string) (api.Sandbox, error) {
 	acct, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	out := m.view(ctx, acct, sb)
-	if sb.State == metadata.SandboxRunning {
-		if st, pid, err := m.cfg.Runtime.State(ctx, sb.ID); err == nil && st == "running" {
-			out.Pid = pid
-		}
-	}
-	return out, nil
+	return m.view(ctx, acct, sb), nil
 }
 
 // List returns the account's sandboxes by name; parent, if set, keeps only

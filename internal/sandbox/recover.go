@@ -33,7 +33,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, sb := range rows {
-		st, _, err := m.cfg.Runtime.State(ctx, sb.ID)
+		st, pid, err := m.cfg.Runtime.State(ctx, sb.ID)
 		if err != nil && !errors.Is(err, runsc.ErrNotExist) {
 			return err
 		}
@@ -46,7 +46,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		switch {
 		case st == "running":
-			if err := m.adopt(ctx, sb); err != nil {
+			if err := m.adopt(ctx, sb, pid); err != nil {
 				return err
 			}
 		case sb.State == metadata.SandboxRunning:
@@ -60,13 +60,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 
 // adopt takes over a running container: the agent socket is opened again
 // (cairn-init re-dials it within a second) and the row says running.
-func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox) error {
+func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, pid int) error {
 	host, err := agent.Listen(m.agentSocket(sb.ID))
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.live[sb.ID] = &instance{agent: host}
+	m.live[sb.ID] = &instance{agent: host, pid: pid}
 	m.notify()
 	m.mu.Unlock()
 	if sb.State != metadata.SandboxRunning {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -81,8 +82,8 @@ func (r *Runsc) run(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// Start writes the bundle for spec and creates and starts its container,
-// whose init's output goes to spec.LogPath. It returns the host pid of the
+// Start writes the bundle for spec and runs its container detached, with
+// init's output going to spec.LogPath. It returns the host pid of the
 // sandbox. On failure nothing of the container is left.
 func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
 	if err := spec.WriteBundle(); err != nil {
@@ -101,19 +102,26 @@ func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
 		}
 	}()
 	pidFile := filepath.Join(spec.BundleDir, "pid")
-	create := r.command(ctx, "create", "--bundle="+spec.BundleDir, "--pid-file="+pidFile, spec.ID)
-	create.Stdin = nil // /dev/null
-	create.Stdout, create.Stderr = logf, logf
+	os.Remove(pidFile)
+	// One call creates and starts the container; --detach returns once it
+	// runs. The sandbox inherits this command's stdio: the log file.
+	cmd := r.command(ctx, "run", "--detach", "--bundle="+spec.BundleDir, "--pid-file="+pidFile, spec.ID)
+	cmd.Stdin = nil // /dev/null
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for cairnd must not reach the sandbox.
-	create.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := create.Run(); err != nil {
-		return 0, fmt.Errorf("runsc create: %w: %s", err, logTail(spec.LogPath, logStart))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("runsc run: %w: %s", err, logTail(spec.LogPath, logStart))
 	}
-	if _, err := r.run(ctx, "start", spec.ID); err != nil {
-		return 0, fmt.Errorf("%w: %s", err, logTail(spec.LogPath, logStart))
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("runsc run: no pid file: %w", err)
 	}
-	_, pid, err = r.State(ctx, spec.ID)
-	return pid, err
+	pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("runsc run: pid file: %w", err)
+	}
+	return pid, nil
 }
 
 // Status is a container's state as runsc reports it: "created", "running",
