@@ -33,7 +33,10 @@ const (
 	CodeNoImage          = "I01" // no image with that name
 	CodeImageBuildFailed = "I02" // building an image failed
 
-	CodeNoCheckpoint = "K08" // no checkpoint/snapshot with that id or name in the account
+	CodeCheckpointFailed  = "K01" // taking the checkpoint failed (pause, snapshot); the sandbox was resumed
+	CodeSnapshotNameTaken = "K02" // a snapshot with that name already exists in the account
+	CodeCheckpointCurrent = "K03" // the checkpoint is a sandbox's current one and cannot be deleted
+	CodeNoCheckpoint      = "K08" // no checkpoint/snapshot with that id or name in the account
 
 	CodeDiskLimit = "L04" // the account's disk limit is reached
 

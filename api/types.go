@@ -4,13 +4,14 @@ import "time"
 
 // Sandbox states as reported by the API.
 const (
-	StateRunning  = "running"
-	StateStopped  = "stopped"
-	StateStarting = "starting"
-	StateStopping = "stopping"
-	StateCreating = "creating"
-	StateDeleting = "deleting"
-	StateError    = "error"
+	StateRunning   = "running"
+	StateStopped   = "stopped"
+	StateStarting  = "starting"
+	StateStopping  = "stopping"
+	StateCreating  = "creating"
+	StateDeleting  = "deleting"
+	StateError     = "error"
+	StateRestoring = "restoring"
 )
 
 // Sandbox is an isolated Linux environment: an image, a writable layer and
@@ -30,6 +31,14 @@ type Sandbox struct {
 	AgentConnected bool `json:"agent_connected"`
 	// Pid is the host pid of the runsc sandbox process while running.
 	Pid int `json:"pid,omitempty"`
+	// CurrentCheckpoint is the id of the checkpoint the disk was last
+	// restored or forked from.
+	CurrentCheckpoint string `json:"current_checkpoint,omitempty"`
+	// SourceCheckpoint is "SANDBOX/ID" of the checkpoint this sandbox was
+	// forked or restored-as-new from.
+	SourceCheckpoint string `json:"source_checkpoint,omitempty"`
+	// Disk is the space it uses; filled by info, not by list.
+	Disk *DiskUsage `json:"disk,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

@@ -72,6 +72,15 @@ func plural(n int, unit string) string {
 	return fmt.Sprintf("%d %ss", n, unit)
 }
 
+// formatTime renders a point in time in UTC with its age as of now:
+// "2026-03-01 11:57:00 UTC (3 min ago)". The zero time is "-".
+func formatTime(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s)", t.UTC().Format(time.DateTime+" UTC"), formatAge(now, t))
+}
+
 // formatCPUs renders a CPU limit; 0 means none.
 func formatCPUs(cpus float64) string {
 	if cpus == 0 {

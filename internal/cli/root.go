@@ -1,10 +1,11 @@
 // Package cli is the cairn command line. It reaches cairnd only through the
 // Go SDK in package client.
 //
-// Layout: one file per command group (sandbox.go, exec.go, image.go,
-// version.go); each command has an options struct and a run… function that
-// tests call directly. Output helpers and the mapping from errors to exit
-// codes live here; formatting of sizes, ages and tables in format.go.
+// Layout: one file per command group (sandbox.go, exec.go, checkpoint.go,
+// fork.go, snapshot.go, diff.go, image.go, version.go); each command has an
+// options struct and a run… function that tests call directly. Output
+// helpers and the mapping from errors to exit codes live here; formatting of
+// sizes, ages and tables in format.go.
 //
 // Exit codes: 0 success; 1 a command failed (the error is printed as
 // "error CODE: message" on stderr, or as {"error":{…}} on stdout with
@@ -111,10 +112,17 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newCreateCommand(g),
 		newListCommand(g),
 		newInfoCommand(g),
+		newStatusCommand(g),
 		newStartCommand(g),
 		newStopCommand(g),
 		newRestartCommand(g),
 		newDeleteCommand(g),
+		newCheckpointCommand(g),
+		newRestoreCommand(g, "cairn restore"),
+		newRollbackCommand(g),
+		newForkCommand(g),
+		newSnapshotCommand(g),
+		newDiffCommand(g),
 		newExecCommand(g),
 		newConsoleCommand(g),
 		newImageCommand(g),
@@ -168,16 +176,26 @@ func (e *exitError) Unwrap() error { return e.err }
 // interruptedError says the user stopped cairn while it followed an
 // operation that goes on in cairnd.
 type interruptedError struct {
-	op       api.Operation
-	resource string // e.g. the sandbox name, for the hint
+	op    api.Operation
+	check string // the command that shows how it went, e.g. "cairn info web"; for the hint
 }
 
 func (e *interruptedError) Error() string {
 	msg := fmt.Sprintf("interrupted: stopped following operation %s (%s); it continues in cairnd", e.op.ID, e.op.Kind)
-	if e.resource != "" {
-		msg += fmt.Sprintf(`; check it with "cairn info %s"`, e.resource)
+	if e.check != "" {
+		msg += fmt.Sprintf(`; check it with %q`, e.check)
 	}
 	return msg
+}
+
+// followError returns err, the error of following op, or an
+// *interruptedError if ctx ended first (Ctrl-C). check is the command
+// that shows how the operation went ("" for none).
+func followError(ctx context.Context, op api.Operation, check string, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return &interruptedError{op: op, check: check}
+	}
+	return err
 }
 
 // errorJSON is the --json shape of an error: the API's, plus the operation
@@ -279,6 +297,25 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 			return usageErrorf("%q takes no arguments, got %q", cmd.CommandPath(), args)
 		case len(args) > len(names):
 			return usageErrorf("%q takes only %s, got unexpected %q", cmd.CommandPath(), strings.Join(names, " "), args[len(names):])
+		}
+		return nil
+	}
+}
+
+// optionalArgs accepts the positional arguments named by required, then up
+// to len(optional) of those named by optional, with a message that says
+// which is missing or extra.
+func optionalArgs(required []string, optional ...string) cobra.PositionalArgs {
+	all := append([]string(nil), required...)
+	for _, o := range optional {
+		all = append(all, "["+o+"]")
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(required):
+			return usageErrorf("%q needs %s", cmd.CommandPath(), strings.Join(required[len(args):], " "))
+		case len(args) > len(all):
+			return usageErrorf("%q takes only %s, got unexpected %q", cmd.CommandPath(), strings.Join(all, " "), args[len(all):])
 		}
 		return nil
 	}

@@ -131,8 +131,14 @@ func newInfoCommand(g *globalOptions) *cobra.Command {
 		Use:   "info NAME",
 		Short: "Show a sandbox's details",
 		Long: `Show what cairnd knows about one sandbox: id, state, image, limits,
-parent, creation time, whether cairn-init inside answers, and the host pid
-of its runsc process while it runs.`,
+parent, creation time, whether cairn-init inside answers, the host pid of
+its runsc process while it runs, its checkpoints of reference and the disk
+space it uses.
+
+current checkpoint: the checkpoint its disk was last restored or forked
+from (it cannot be deleted). source checkpoint: SANDBOX/ID of the checkpoint
+it was forked or restored-as-new from. disk: what its writable layer alone
+holds, and what its checkpoints alone hold (what deleting them all frees).`,
 		Example: `  cairn info web
   cairn info web --json`,
 		Args: exactArgs("NAME"),
@@ -151,10 +157,6 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	if g.JSON {
 		return g.printJSON(sb)
 	}
-	created := "-"
-	if !sb.CreatedAt.IsZero() {
-		created = fmt.Sprintf("%s (%s)", sb.CreatedAt.UTC().Format(time.DateTime+" UTC"), formatAge(g.now(), sb.CreatedAt))
-	}
 	pid := "-"
 	if sb.Pid != 0 {
 		pid = fmt.Sprint(sb.Pid)
@@ -167,10 +169,93 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("cpus", formatCPUs(sb.CPUs))
 	t.Row("memory", formatMemory(sb.MemoryBytes))
 	t.Row("parent", orDash(sb.Parent))
-	t.Row("created", created)
+	t.Row("created", formatTime(g.now(), sb.CreatedAt))
 	t.Row("agent connected", yesNo(sb.AgentConnected))
 	t.Row("pid", pid)
+	t.Row("current checkpoint", orDash(sb.CurrentCheckpoint))
+	t.Row("source checkpoint", orDash(sb.SourceCheckpoint))
+	if sb.Disk != nil {
+		t.Row("disk", formatDisk(*sb.Disk))
+	}
 	return t.Flush()
+}
+
+// formatDisk renders a sandbox's disk usage: "1.2GiB in the sandbox,
+// 300MiB in 4 checkpoints".
+func formatDisk(d api.DiskUsage) string {
+	return fmt.Sprintf("%s in the sandbox, %s in %s", formatSize(d.Sandbox), formatSize(d.Checkpoints), plural(d.CheckpointCount, "checkpoint"))
+}
+
+// statusOptions are the arguments of cairn status.
+type statusOptions struct {
+	Name string
+}
+
+func newStatusCommand(g *globalOptions) *cobra.Command {
+	var opts statusOptions
+	return &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a sandbox's state and checkpoints at a glance",
+		Long: `Show a short summary of one sandbox: its state and image, how many
+checkpoints it has (automatic ones included) and the newest of them, and
+the disk space it and its checkpoints use. "cairn info" has the details,
+"cairn checkpoint list" the checkpoints.
+
+--json prints {"sandbox":{…},"checkpoints":[…]}.`,
+		Example: `  cairn status web
+  cairn status web --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runStatus(cmd.Context(), opts, g)
+		},
+	}
+}
+
+// statusJSON is the --json output of cairn status.
+type statusJSON struct {
+	Sandbox     api.Sandbox      `json:"sandbox"`
+	Checkpoints []api.Checkpoint `json:"checkpoints"` // oldest first, automatic ones included
+}
+
+func runStatus(ctx context.Context, opts statusOptions, g *globalOptions) error {
+	c := g.client()
+	sb, err := c.Sandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	cks, err := c.Checkpoints(ctx, opts.Name, true)
+	if err != nil {
+		return err
+	}
+	if cks == nil {
+		cks = []api.Checkpoint{}
+	}
+	if g.JSON {
+		return g.printJSON(statusJSON{Sandbox: sb, Checkpoints: cks})
+	}
+	g.printf("%s  %s  (image %s)\n", sb.Name, sb.State, sb.Image)
+	t := newTable(g.stdout)
+	t.Row("checkpoints", formatCheckpointSummary(g.now(), cks))
+	if sb.Disk != nil {
+		t.Row("disk", formatDisk(*sb.Disk))
+	}
+	return t.Flush()
+}
+
+// formatCheckpointSummary renders how many checkpoints there are and the
+// newest: "4 · last v3 (12.5MiB) 3 min ago", or "none yet".
+func formatCheckpointSummary(now time.Time, cks []api.Checkpoint) string {
+	if len(cks) == 0 {
+		return "none yet"
+	}
+	last := cks[0]
+	for _, ck := range cks[1:] {
+		if !ck.CreatedAt.Before(last.CreatedAt) {
+			last = ck
+		}
+	}
+	return fmt.Sprintf("%d · last %s (%s) %s", len(cks), last.ID, formatSize(last.SizeExclusive), formatAge(now, last.CreatedAt))
 }
 
 // startOptions are the arguments of cairn start.
@@ -341,11 +426,12 @@ func waitSandbox(ctx context.Context, c *client.Client, op api.Operation, name s
 // each event as a JSON line. If ctx ends first (Ctrl-C) the error says
 // which operation was left running; name is the sandbox it works on.
 func follow(ctx context.Context, c *client.Client, op api.Operation, name string, g *globalOptions) (json.RawMessage, error) {
-	raw, err := c.Follow(ctx, op, func(ev api.Event) { g.printEvent(ev) })
-	if err != nil && ctx.Err() != nil {
-		return nil, &interruptedError{op: op, resource: name}
+	check := ""
+	if name != "" {
+		check = "cairn info " + name
 	}
-	return raw, err
+	raw, err := c.Follow(ctx, op, g.printEvent)
+	return raw, followError(ctx, op, check, err)
 }
 
 // printEvent writes one progress event to stderr.

@@ -139,7 +139,10 @@ func TestInfoErrorRoundTrip(t *testing.T) {
 func TestInfoHuman(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, testSandboxes[0])
+		sb := testSandboxes[0]
+		sb.CurrentCheckpoint = "v2"
+		sb.Disk = &api.DiskUsage{Sandbox: 1288 << 20, Checkpoints: 300 << 20, CheckpointCount: 4}
+		writeJSON(w, 200, sb)
 	})
 	var out bytes.Buffer
 	g := newGlobalOptions(nil, &out, &out)
@@ -149,11 +152,14 @@ func TestInfoHuman(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
-		"name              web\n",
-		"memory            512MiB\n",
-		"created           2026-03-01 11:57:00 UTC (3 min ago)\n",
-		"agent connected   yes\n",
-		"pid               4242\n",
+		"name                 web\n",
+		"memory               512MiB\n",
+		"created              2026-03-01 11:57:00 UTC (3 min ago)\n",
+		"agent connected      yes\n",
+		"pid                  4242\n",
+		"current checkpoint   v2\n",
+		"source checkpoint    -\n",
+		"disk                 1.3GiB in the sandbox, 300MiB in 4 checkpoints\n",
 	} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("info output lacks %q:\n%s", line, out.String())
@@ -235,5 +241,72 @@ func TestFollowInterruptedNamesOperation(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "operation op-3") || !strings.Contains(stderr, "continues in cairnd") {
 		t.Errorf("stderr %q, want the operation id and that it continues", stderr)
+	}
+}
+
+func statusDaemon(t *testing.T, cks []api.Checkpoint) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
+		sb := testSandboxes[0]
+		sb.Disk = &api.DiskUsage{Sandbox: 40 << 20, CheckpointCount: len(cks)}
+		for _, ck := range cks {
+			sb.Disk.Checkpoints += ck.SizeExclusive
+		}
+		writeJSON(w, 200, sb)
+	})
+	mux.HandleFunc("GET /v1/sandboxes/web/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("include_auto") != "true" {
+			writeAPIError(w, 400, api.CodeInvalidArgument, "want include_auto")
+			return
+		}
+		writeJSON(w, 200, cks)
+	})
+	return fakeDaemon(t, mux)
+}
+
+func TestStatusHuman(t *testing.T) {
+	for _, tc := range []struct {
+		cks  []api.Checkpoint
+		want string
+	}{
+		{testCheckpoints, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   3 · last v1 (0B) 3 min ago\n" +
+			"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"},
+		{nil, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   none yet\n" +
+			"disk          40MiB in the sandbox, 0B in 0 checkpoints\n"},
+	} {
+		var out bytes.Buffer
+		g := newGlobalOptions(nil, &out, &out)
+		g.Socket = statusDaemon(t, tc.cks)
+		g.now = func() time.Time { return testNow }
+		if err := runStatus(context.Background(), statusOptions{Name: "web"}, g); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != tc.want {
+			t.Errorf("status:\n%s\nwant:\n%s", out.String(), tc.want)
+		}
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", statusDaemon(t, nil), "--json", "status", "web")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var got struct {
+		Sandbox     *api.Sandbox      `json:"sandbox"`
+		Checkpoints *[]api.Checkpoint `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	if got.Sandbox == nil || got.Sandbox.Name != "web" || got.Sandbox.Disk == nil {
+		t.Errorf("sandbox %+v, want web with its disk usage", got.Sandbox)
+	}
+	if got.Checkpoints == nil || len(*got.Checkpoints) != 0 {
+		t.Errorf("checkpoints %v, want an empty array (not null)", got.Checkpoints)
 	}
 }

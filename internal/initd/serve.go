@@ -43,6 +43,9 @@ func (s *server) handle(st *yamux.Stream) {
 		grace := time.Duration(req.GraceMS) * time.Millisecond
 		s.log.Info("shutdown requested", "grace", grace)
 		s.terminate(grace)
+		// Every process is gone: flush what they wrote before the host
+		// removes the sandbox.
+		unix.Sync()
 		s.reply(st, api.AgentResult{OK: true})
 		st.Close()
 		s.stop()

@@ -1,5 +1,5 @@
-// Package metadata defines what cairnd remembers about accounts and sandboxes
-// (and, next, their checkpoints), behind one Store interface.
+// Package metadata defines what cairnd remembers about accounts, sandboxes
+// and their checkpoints, behind one Store interface.
 //
 // Implementations live in subpackages: sqlite (the embedded default) and,
 // later, postgres (several hosts sharing one control plane). Both apply the
@@ -16,16 +16,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Sentinel errors. Implementations wrap them with %w and context, so test
 // with errors.Is.
 var (
-	// ErrNotFound means the account or sandbox asked for does not exist.
+	// ErrNotFound means the account, sandbox or checkpoint asked for does
+	// not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a write would break a uniqueness rule: a sandbox name
-	// already used in the account, or a sandbox id already used anywhere.
+	// already used in the account, a sandbox id already used anywhere (or
+	// still referred to by checkpoints of a deleted sandbox), a checkpoint id
+	// already used anywhere, a checkpoint Seq already used in the sandbox, or
+	// a checkpoint name already used in the account.
 	ErrConflict = errors.New("already exists")
 	// ErrSchemaTooNew means the database was migrated by a newer cairnd
 	// than this one; this binary refuses to touch it.
@@ -64,8 +70,15 @@ type Sandbox struct {
 	CPUs        float64 // 0 = unlimited
 	MemoryBytes int64   // 0 = default
 	ParentID    string  // the sandbox this one was forked from; "" when none
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// CurrentCheckpoint is the id of the checkpoint the disk was last
+	// restored or forked from; "" when none. Changed by SetCurrentCheckpoint.
+	CurrentCheckpoint string
+	// SourceCheckpoint is the id of the checkpoint a fork or restore-as-new
+	// was made from; "" when none. Set at create, never changed; like
+	// ParentID it may outlive the checkpoint it names.
+	SourceCheckpoint string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // Validate checks what the store itself relies on: an id, an account, a name,
@@ -95,7 +108,121 @@ type SandboxFilter struct {
 	ParentID string // only sandboxes forked from this sandbox id; "" = any
 }
 
-// Store persists accounts and sandboxes.
+// Checkpoint triggers: why a checkpoint was taken.
+const (
+	TriggerManual   = "manual"   // asked for by the user; the only trigger with v-ids
+	TriggerInterval = "interval" // the sandbox's automatic interval
+	TriggerStop     = "stop"
+	TriggerRestart  = "restart"
+	TriggerFork     = "fork"
+	TriggerDelete   = "delete"
+	TriggerRestore  = "restore" // before an in-place restore or rollback: its undo
+)
+
+// Checkpoint consistencies.
+const (
+	ConsistencyFrozen = "frozen" // file system quiesced and sandbox paused
+	ConsistencyCrash  = "crash"  // taken without a completed quiesce
+)
+
+// Checkpoint is a saved state of one sandbox's disk (and, later, memory).
+// Immutable once created, except for its size fields, its name (snapshot
+// name) and, later, off-site state.
+type Checkpoint struct {
+	// ID is the account-wide id: random 16 hex chars, assigned by the
+	// caller; also the on-disk directory name. Unique across all accounts.
+	ID        string
+	AccountID int64
+	// SandboxID is the sandbox it was taken of. Not a reference the store
+	// keeps: checkpoints outlive their sandbox.
+	SandboxID string
+	// SandboxName is the sandbox's name when the checkpoint was taken,
+	// kept for listing after the sandbox is deleted.
+	SandboxName string
+	// Seq is the per-sandbox id: "v0", "v1"… for manual checkpoints,
+	// assigned by the store (see CreateCheckpoint); "auto-20261129T091500Z"
+	// for automatic ones, given by the caller. Unique in the sandbox.
+	Seq string
+	// Name is the snapshot name, unique in the account; "" = unnamed.
+	Name          string
+	Trigger       string // one of the Trigger constants
+	Consistency   string // one of the Consistency constants
+	Comment       string
+	Label         string
+	HasMemory     bool
+	Image         string // the image the sandbox was made from (to restore as new)
+	SizeExclusive int64  // bytes only this checkpoint holds (what deleting it frees)
+	SizeTotal     int64  // bytes it refers to in all
+	CreatedAt     time.Time
+}
+
+// ManualSeq returns the per-sandbox id of the n-th manual checkpoint of a
+// sandbox, counting from 0: "v0", "v1"… Stores use it to name what they
+// assign.
+func ManualSeq(n int64) string { return "v" + strconv.FormatInt(n, 10) }
+
+// isManualSeq reports whether seq has the form of a store-assigned id:
+// "v" and decimal digits.
+func isManualSeq(seq string) bool {
+	digits, ok := strings.CutPrefix(seq, "v")
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks a checkpoint given to CreateCheckpoint for what the store
+// itself relies on: an id, an account, a sandbox id and name, a known
+// trigger and consistency, non-negative sizes, and a Seq that is either
+// empty (the store assigns the next v-id) or not of the v<N> form, which
+// only the store assigns. It does not judge the syntax of names or of
+// automatic ids.
+func (ck Checkpoint) Validate() error {
+	switch {
+	case ck.ID == "":
+		return errors.New("invalid checkpoint: empty id")
+	case ck.AccountID == 0:
+		return fmt.Errorf("invalid checkpoint %s: no account", ck.ID)
+	case ck.SandboxID == "":
+		return fmt.Errorf("invalid checkpoint %s: no sandbox id", ck.ID)
+	case ck.SandboxName == "":
+		return fmt.Errorf("invalid checkpoint %s: no sandbox name", ck.ID)
+	case isManualSeq(ck.Seq):
+		return fmt.Errorf("invalid checkpoint %s: seq %q: v-ids are assigned by the store, leave Seq empty", ck.ID, ck.Seq)
+	case !validTrigger(ck.Trigger):
+		return fmt.Errorf("invalid checkpoint %s: unknown trigger %q", ck.ID, ck.Trigger)
+	case ck.Consistency != ConsistencyFrozen && ck.Consistency != ConsistencyCrash:
+		return fmt.Errorf("invalid checkpoint %s: unknown consistency %q", ck.ID, ck.Consistency)
+	case ck.SizeExclusive < 0 || ck.SizeTotal < 0:
+		return fmt.Errorf("invalid checkpoint %s: negative size (exclusive %d, total %d)", ck.ID, ck.SizeExclusive, ck.SizeTotal)
+	}
+	return nil
+}
+
+func validTrigger(t string) bool {
+	switch t {
+	case TriggerManual, TriggerInterval, TriggerStop, TriggerRestart, TriggerFork, TriggerDelete, TriggerRestore:
+		return true
+	}
+	return false
+}
+
+// CheckpointFilter narrows ListCheckpoints. The zero value matches the
+// manual and named checkpoints of every sandbox of the account, deleted
+// sandboxes included.
+type CheckpointFilter struct {
+	SandboxID string // only checkpoints of this sandbox; "" = account-wide
+	// IncludeAuto lists every checkpoint. Without it, only manual
+	// (Trigger == TriggerManual) and named (Name != "") ones are listed.
+	IncludeAuto bool
+}
+
+// Store persists accounts, sandboxes and checkpoints.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
@@ -103,7 +230,7 @@ type SandboxFilter struct {
 //     killed right after).
 //   - Safe for concurrent use by many goroutines; concurrent writers wait
 //     for each other rather than fail with "database is locked".
-//   - Errors: a missing account or sandbox is reported by wrapping
+//   - Errors: a missing account, sandbox or checkpoint is reported by wrapping
 //     ErrNotFound, a uniqueness violation by wrapping ErrConflict; anything
 //     else (invalid input, I/O, a cancelled ctx) is a plain error.
 //   - Times are returned in UTC with microsecond precision (what PostgreSQL
@@ -121,10 +248,13 @@ type Store interface {
 
 	// CreateSandbox stores a new sandbox. sb.ID is chosen by the caller.
 	// It fails with ErrConflict when the account already has a sandbox
-	// named sb.Name or any sandbox has id sb.ID, and with ErrNotFound when
-	// sb.AccountID is no account. A zero CreatedAt is set to now, a zero
-	// UpdatedAt to CreatedAt. sb.ParentID need not name an existing sandbox:
-	// a fork outlives its parent.
+	// named sb.Name, or any sandbox has id sb.ID, or checkpoints of a
+	// deleted sandbox still carry sb.ID (a new sandbox would inherit them);
+	// and with ErrNotFound when sb.AccountID is no account. A zero CreatedAt
+	// is set to now, a zero UpdatedAt to CreatedAt. sb.ParentID,
+	// sb.CurrentCheckpoint and sb.SourceCheckpoint need not name existing
+	// rows: a fork outlives its parent and the checkpoint it came from.
+	// The new sandbox's manual checkpoints start at v0.
 	CreateSandbox(ctx context.Context, sb Sandbox) error
 	// SandboxByName returns the sandbox called name in the account, or
 	// ErrNotFound.
@@ -141,9 +271,65 @@ type Store interface {
 	// to now, even when the state does not change. ErrNotFound if no
 	// sandbox has that id.
 	SetSandboxState(ctx context.Context, id string, st SandboxState) error
+	// SetCurrentCheckpoint records checkpointID as the checkpoint the
+	// sandbox's disk was last restored or forked from ("" for none) and
+	// sets UpdatedAt to now. ErrNotFound if no sandbox has that id, or if
+	// checkpointID is not "" and no checkpoint of the sandbox's account
+	// has that id.
+	SetCurrentCheckpoint(ctx context.Context, sandboxID, checkpointID string) error
 	// DeleteSandbox removes the sandbox, or returns ErrNotFound if no
-	// sandbox has that id (so a second delete reports ErrNotFound).
+	// sandbox has that id (so a second delete reports ErrNotFound). Its
+	// checkpoints stay: they are deleted one by one, with DeleteCheckpoint.
 	DeleteSandbox(ctx context.Context, id string) error
+
+	// CreateCheckpoint stores a new checkpoint and returns it as stored,
+	// with Seq and CreatedAt filled in. ck must pass ck.Validate; ck.ID is
+	// chosen by the caller. A zero CreatedAt is set to now.
+	//
+	// With an empty ck.Seq the store assigns the sandbox's next manual id,
+	// v<N>, from a per-sandbox counter that only goes up: N is never given
+	// twice, whatever checkpoints were deleted since. The sandbox must
+	// exist in ck.AccountID, or CreateCheckpoint fails with ErrNotFound.
+	// A non-empty ck.Seq (an automatic id) is stored as given, takes no
+	// number from the counter and needs no sandbox row.
+	//
+	// ErrConflict when any checkpoint has id ck.ID, the sandbox already
+	// has a checkpoint with that Seq, or ck.Name is not "" and names a
+	// checkpoint of the account already; ErrNotFound when ck.AccountID is
+	// no account.
+	CreateCheckpoint(ctx context.Context, ck Checkpoint) (Checkpoint, error)
+	// CheckpointByID returns the checkpoint with that account-wide id, or
+	// ErrNotFound.
+	CheckpointByID(ctx context.Context, id string) (Checkpoint, error)
+	// CheckpointBySeq returns the checkpoint of the sandbox with that
+	// per-sandbox id ("v3", "auto-…"), or ErrNotFound. It finds checkpoints
+	// of deleted sandboxes too.
+	CheckpointBySeq(ctx context.Context, sandboxID, seq string) (Checkpoint, error)
+	// CheckpointByName returns the checkpoint of the account with that
+	// snapshot name, or ErrNotFound. An empty name finds nothing.
+	CheckpointByName(ctx context.Context, accountID int64, name string) (Checkpoint, error)
+	// ListCheckpoints returns the account's checkpoints that match f,
+	// oldest first: ordered by CreatedAt, and checkpoints created at the
+	// same instant in the order they were stored (so v2 before v10).
+	ListCheckpoints(ctx context.Context, accountID int64, f CheckpointFilter) ([]Checkpoint, error)
+	// AllCheckpoints returns every checkpoint of every account, automatic
+	// ones included, ordered by account id and then as ListCheckpoints;
+	// cairnd uses it at start to tell committed checkpoint snapshots from
+	// orphans.
+	AllCheckpoints(ctx context.Context) ([]Checkpoint, error)
+	// SetCheckpointSize records the checkpoint's sizes. ErrNotFound if no
+	// checkpoint has that id; negative sizes are a plain error.
+	SetCheckpointSize(ctx context.Context, id string, exclusive, total int64) error
+	// SetCheckpointName names the checkpoint ("" removes its name).
+	// ErrNotFound if no checkpoint has that id, ErrConflict if another
+	// checkpoint of the account has that name; naming a checkpoint what it
+	// is already called succeeds.
+	SetCheckpointName(ctx context.Context, id, name string) error
+	// DeleteCheckpoint removes the checkpoint's row, or returns ErrNotFound
+	// if no checkpoint has that id. It does not look at the sandboxes: the
+	// caller makes sure no sandbox has it as CurrentCheckpoint. A deleted
+	// manual checkpoint's v-number is not given again.
+	DeleteCheckpoint(ctx context.Context, id string) error
 
 	// Close releases the store. No method may be called after it.
 	Close() error

@@ -41,15 +41,40 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err := validateLimits(req.CPUs, memory, hostCPUs()); err != nil {
 		return nil, err
 	}
-	acct, err := m.cfg.Store.AccountByName(ctx, account)
+	acct, release, err := m.reserveName(ctx, account, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	key := fmt.Sprintf("%d/%s", acct.ID, req.Name)
+	sb := metadata.Sandbox{
+		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
+		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory,
+	}
+	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer release()
+		op.Progress("Preparing image %s", sb.Image)
+		imgPath, err := m.cfg.Images.Ensure(ctx, sb.Image, func(line string) { op.Progress("%s", line) })
+		if err != nil {
+			return nil, err
+		}
+		if err := m.create(ctx, op, sb, imgPath); err != nil {
+			return nil, err
+		}
+		return m.Get(ctx, account, sb.Name)
+	}), nil
+}
+
+// reserveName checks that name is free in account and holds it until
+// release is called, so that two creates of one name cannot race.
+func (m *Manager) reserveName(ctx context.Context, account, name string) (metadata.Account, func(), error) {
+	acct, err := m.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return acct, nil, err
+	}
+	key := fmt.Sprintf("%d/%s", acct.ID, name)
 	m.mu.Lock()
 	if m.reserved[key] {
 		m.mu.Unlock()
-		return nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q is being created", req.Name)
+		return acct, nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q is being created", name)
 	}
 	m.reserved[key] = true
 	m.mu.Unlock()
@@ -58,38 +83,25 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 		delete(m.reserved, key)
 		m.mu.Unlock()
 	}
-	if _, err := m.cfg.Store.SandboxByName(ctx, acct.ID, req.Name); err == nil {
+	if _, err := m.cfg.Store.SandboxByName(ctx, acct.ID, name); err == nil {
 		release()
-		return nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q already exists", req.Name)
+		return acct, nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q already exists", name)
 	} else if !errors.Is(err, metadata.ErrNotFound) {
 		release()
-		return nil, err
+		return acct, nil, err
 	}
-
-	sb := metadata.Sandbox{
-		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
-		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory,
-	}
-	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer release()
-		if err := m.create(ctx, op, sb); err != nil {
-			return nil, err
-		}
-		return m.Get(ctx, account, sb.Name)
-	}), nil
+	return acct, release, nil
 }
 
-func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox) error {
+// create makes sandbox sb with a root snapshotted from source (an image or
+// a checkpoint), starts it and commits its row. On failure every step is
+// undone.
+func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox, source string) error {
 	undo := revert.New()
 	defer undo.Fail()
 
-	op.Progress("Preparing image %s", sb.Image)
-	imgPath, err := m.cfg.Images.Ensure(ctx, sb.Image, func(line string) { op.Progress("%s", line) })
-	if err != nil {
-		return err
-	}
 	root := m.cfg.Pool.SandboxPath(sb.ID)
-	if err := m.cfg.Pool.Snapshot(ctx, imgPath, root, false); err != nil {
+	if err := m.cfg.Pool.Snapshot(ctx, source, root, false); err != nil {
 		return err
 	}
 	undo.Add(func() { logErr("undo: delete root", m.cfg.Pool.Delete(context.Background(), root)) })
@@ -115,7 +127,7 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 	}
 	undo.Success()
 	op.Progress("Sandbox %s running", sb.Name)
-	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image)
+	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image, "from", source)
 	return nil
 }
 
@@ -131,6 +143,9 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 	}
 	return m.cfg.Ops.Start("sandbox.start", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer m.end(sb.ID)
+		lock := m.diskLock(sb.ID)
+		lock.Lock()
+		defer lock.Unlock()
 		op.Progress("Starting sandbox %s", name)
 		if err := m.startContainer(ctx, sb); err != nil {
 			return nil, err
@@ -155,6 +170,9 @@ func (m *Manager) Stop(ctx context.Context, account, name string) (*operation.Op
 	}
 	return m.cfg.Ops.Start("sandbox.stop", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer m.end(sb.ID)
+		lock := m.diskLock(sb.ID)
+		lock.Lock()
+		defer lock.Unlock()
 		op.Progress("Stopping sandbox %s", name)
 		if err := m.stopContainer(ctx, sb); err != nil {
 			return nil, err
@@ -174,6 +192,9 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 	}
 	return m.cfg.Ops.Start("sandbox.restart", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer m.end(sb.ID)
+		lock := m.diskLock(sb.ID)
+		lock.Lock()
+		defer lock.Unlock()
 		if sb.State == metadata.SandboxRunning {
 			op.Progress("Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {
@@ -203,6 +224,9 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 	}
 	return m.cfg.Ops.Start("sandbox.delete", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer m.end(sb.ID)
+		lock := m.diskLock(sb.ID)
+		lock.Lock()
+		defer lock.Unlock()
 		if sb.State == metadata.SandboxRunning {
 			op.Progress("Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {
@@ -299,17 +323,25 @@ func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error 
 
 	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
+	graceful := false
 	if inst != nil {
 		if inst.agent.Connected() {
-			logErr("graceful shutdown", inst.agent.Shutdown(sctx, stopGrace), "sandbox", sb.Name)
+			// cairn-init answers once every process has exited (SIGTERM,
+			// then SIGKILL after the grace) and it has synced.
+			err := inst.agent.Shutdown(sctx, stopGrace)
+			logErr("graceful shutdown", err, "sandbox", sb.Name)
+			graceful = err == nil
 		}
 		inst.agent.Close()
-	} else {
+	}
+	if !graceful {
 		logErr("SIGTERM", m.cfg.Runtime.Kill(sctx, sb.ID, syscall.SIGTERM), "sandbox", sb.Name)
+		if err := m.cfg.Runtime.WaitStopped(sctx, sb.ID); err != nil {
+			slog.Warn("sandbox did not stop in time; forcing", "sandbox", sb.Name)
+		}
 	}
-	if err := m.cfg.Runtime.WaitStopped(sctx, sb.ID); err != nil {
-		slog.Warn("sandbox did not stop in time; forcing", "sandbox", sb.Name)
-	}
+	// Nothing runs inside any more; removing the container now saves the
+	// second or two gVisor takes to wind down by itself.
 	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
 		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
 	}

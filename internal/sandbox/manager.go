@@ -30,6 +30,7 @@ type Runtime interface {
 	Start(ctx context.Context, spec runsc.Spec) (pid int, err error)
 	// State returns status and host pid, or an error wrapping runsc.ErrNotExist.
 	State(ctx context.Context, id string) (runsc.Status, int, error)
+	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
 	Kill(ctx context.Context, id string, sig syscall.Signal) error
 	WaitStopped(ctx context.Context, id string) error
@@ -66,10 +67,11 @@ type Manager struct {
 	cfg Config
 
 	mu       sync.Mutex
-	live     map[string]*instance // by sandbox id: sandboxes whose agent socket is open
-	busy     map[string]string    // sandbox id → transient state of the running lifecycle operation
-	reserved map[string]bool      // "account/name" of sandboxes being created
-	changed  chan struct{}        // closed and replaced when live or busy change
+	live     map[string]*instance   // by sandbox id: sandboxes whose agent socket is open
+	busy     map[string]string      // sandbox id → transient state of the running lifecycle operation
+	reserved map[string]bool        // "account/name" of sandboxes being created
+	ckLocks  map[string]*sync.Mutex // sandbox id → held while its disk is snapshotted or swapped
+	changed  chan struct{}          // closed and replaced when live or busy change
 }
 
 // instance is a sandbox whose container cairnd runs or has adopted.
@@ -94,6 +96,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		live:     map[string]*instance{},
 		busy:     map[string]string{},
 		reserved: map[string]bool{},
+		ckLocks:  map[string]*sync.Mutex{},
 		changed:  make(chan struct{}),
 	}, nil
 }
@@ -168,6 +171,20 @@ func (m *Manager) acquire(ctx context.Context, account, name, state string) (met
 	return sb, nil
 }
 
+// diskLock returns the lock that serialises everything that snapshots,
+// swaps or removes sandbox id's root: checkpoints queue behind each other
+// and behind lifecycle operations instead of failing.
+func (m *Manager) diskLock(id string) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ckLocks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.ckLocks[id] = l
+	}
+	return l
+}
+
 func (m *Manager) end(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -207,6 +224,8 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 			out.Parent = sb.ParentID
 		}
 	}
+	out.CurrentCheckpoint = m.checkpointRef(ctx, sb, sb.CurrentCheckpoint)
+	out.SourceCheckpoint = m.checkpointRef(ctx, metadata.Sandbox{}, sb.SourceCheckpoint)
 	m.mu.Lock()
 	if st, ok := m.busy[sb.ID]; ok {
 		out.State = st
@@ -218,6 +237,51 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		out.Pid = inst.pid
 	}
 	return out
+}
+
+// checkpointRef names checkpoint id for a user: its per-sandbox id when it
+// is one of sb's, else SANDBOX/ID; the raw id if it is gone.
+func (m *Manager) checkpointRef(ctx context.Context, sb metadata.Sandbox, id string) string {
+	if id == "" {
+		return ""
+	}
+	ck, err := m.cfg.Store.CheckpointByID(ctx, id)
+	if err != nil {
+		return id
+	}
+	if ck.SandboxID == sb.ID {
+		return ck.Seq
+	}
+	return ck.SandboxName + "/" + ck.Seq
+}
+
+// Info returns the sandbox called name with its disk usage.
+func (m *Manager) Info(ctx context.Context, account, name string) (api.Sandbox, error) {
+	acct, sb, err := m.lookup(ctx, account, name)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	out := m.view(ctx, acct, sb)
+	if out.Disk, err = m.diskUsage(ctx, sb); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// refuseIfBusy fails with S05 if sandbox id is in one of states.
+func (m *Manager) refuseIfBusy(sb metadata.Sandbox, states ...string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.busy[sb.ID]
+	if !ok {
+		return nil
+	}
+	for _, st := range states {
+		if cur == st {
+			return errdefs.New(api.CodeSandboxBusy, "sandbox %s is %s; try again when it is done", sb.Name, cur)
+		}
+	}
+	return nil
 }
 
 // Get returns the sandbox called name.

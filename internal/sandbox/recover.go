@@ -94,7 +94,8 @@ func (m *Manager) restartInBackground(sb metadata.Sandbox) {
 }
 
 // sweep removes containers, root subvolumes and host directories of
-// sandboxes that have no committed row.
+// sandboxes, and checkpoint snapshots, that have no committed row (and a
+// half-done restore's staging subvolume).
 func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 	ids, err := m.cfg.Runtime.List(ctx)
 	if err != nil {
@@ -108,7 +109,14 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 			}
 		}
 	}
-	for _, dir := range []string{filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes")} {
+	cks, err := m.cfg.Store.AllCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ck := range cks {
+		known[ck.ID] = true
+	}
+	for _, dir := range []string{filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Dir(m.cfg.Pool.CheckpointPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes")} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -41,11 +40,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, op)
+	return accepted(w, r, op)
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
-	sb, err := s.sandboxes.Get(r.Context(), s.account(r), r.PathValue("name"))
+	sb, err := s.sandboxes.Info(r.Context(), s.account(r), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -58,7 +57,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, op)
+	return accepted(w, r, op)
 }
 
 func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -66,7 +65,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, op)
+	return accepted(w, r, op)
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -74,7 +73,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, op)
+	return accepted(w, r, op)
 }
 
 func (s *Server) restartSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -82,7 +81,7 @@ func (s *Server) restartSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, op)
+	return accepted(w, r, op)
 }
 
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
@@ -99,26 +98,11 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// operationEvents streams an operation's events as NDJSON, from its first,
-// until its complete or error event.
+// operationEvents streams an operation's events as NDJSON.
 func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
 	op, err := s.ops.Get(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	enc := json.NewEncoder(w)
-	// Once the header is sent, an error can only end the stream early.
-	op.Follow(r.Context(), func(ev api.Event) error {
-		if err := enc.Encode(ev); err != nil {
-			return err
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	})
-	return nil
+	return streamEvents(w, r, op)
 }

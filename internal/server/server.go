@@ -75,7 +75,8 @@ func statusOf(code string) int {
 	switch code {
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation:
 		return http.StatusNotFound
-	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy:
+	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
+		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent:
 		return http.StatusConflict
 	case api.CodeExecFailed:
 		return http.StatusUnprocessableEntity
@@ -83,7 +84,7 @@ func statusOf(code string) int {
 		return http.StatusInsufficientStorage
 	case api.CodeAgentUnreachable:
 		return http.StatusServiceUnavailable
-	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeInternal:
+	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
 		return http.StatusInternalServerError
 	}
 	if strings.HasPrefix(code, "V") {
@@ -129,10 +130,37 @@ func decode(r *http.Request, v any) error {
 // request acts for the default account; token auth comes with TCP.
 func (s *Server) account(*http.Request) string { return DefaultAccount }
 
-// accepted answers 202 with an operation.
-func accepted(w http.ResponseWriter, op *operation.Op) error {
+// accepted answers 202 with an operation, or, if the client accepts
+// NDJSON, streams the operation's events in the response instead.
+func accepted(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
+	if strings.Contains(r.Header.Get("Accept"), ndjson) {
+		return streamEvents(w, r, op)
+	}
 	info := op.Info()
 	w.Header().Set("Location", "/v1/operations/"+info.ID)
 	writeJSON(w, http.StatusAccepted, info)
+	return nil
+}
+
+const ndjson = "application/x-ndjson"
+
+// streamEvents writes an operation's events as NDJSON, from its first,
+// until its complete or error event.
+func streamEvents(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
+	w.Header().Set("Content-Type", ndjson)
+	w.Header().Set("Cairn-Operation", op.Info().ID)
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	// Once the header is sent, an error can only end the stream early.
+	op.Follow(r.Context(), func(ev api.Event) error {
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	})
 	return nil
 }

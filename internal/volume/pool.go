@@ -88,12 +88,15 @@ func OpenDir(dir string) (*Pool, error) {
 		return nil, fmt.Errorf("pool %s is not on btrfs", dir)
 	}
 	p := &Pool{root: dir}
-	for _, d := range []string{"images", "sandboxes", "tmp"} {
+	for _, d := range []string{"images", "sandboxes", "checkpoints", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}
 	}
 	if err := p.sweepTmp(); err != nil {
+		return nil, err
+	}
+	if err := p.enableQuota(context.Background()); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -107,6 +110,9 @@ func (p *Pool) ImagePath(name string) string { return filepath.Join(p.root, "ima
 
 // SandboxPath is where the root subvolume of sandbox id lives.
 func (p *Pool) SandboxPath(id string) string { return filepath.Join(p.root, "sandboxes", id) }
+
+// CheckpointPath is where the read-only snapshot of checkpoint id lives.
+func (p *Pool) CheckpointPath(id string) string { return filepath.Join(p.root, "checkpoints", id) }
 
 // TempPath returns a path in the work area for a subvolume being built.
 // Whatever is left there is deleted when the pool is next opened.

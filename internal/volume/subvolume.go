@@ -72,3 +72,29 @@ func (p *Pool) SetReadOnly(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// Reclaim deletes the subvolume at path and waits until btrfs has freed its
+// space (the cleaner works in the background otherwise), so the pool's free
+// space reflects the deletion when Reclaim returns.
+func (p *Pool) Reclaim(ctx context.Context, path string) error {
+	sub, err := IsSubvolume(path)
+	if err != nil || !sub {
+		return p.Delete(ctx, path)
+	}
+	if err := run(ctx, "btrfs", "subvolume", "delete", "--commit-after", path); err != nil {
+		return fmt.Errorf("delete subvolume: %w", err)
+	}
+	if err := run(ctx, "btrfs", "subvolume", "sync", p.root); err != nil {
+		return fmt.Errorf("wait for subvolume cleanup: %w", err)
+	}
+	return nil
+}
+
+// Exchange atomically swaps the entries at a and b (subvolumes or
+// directories) on the pool: a crash leaves either both old or both new.
+func (p *Pool) Exchange(a, b string) error {
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+		return fmt.Errorf("exchange %s and %s: %w", a, b, err)
+	}
+	return nil
+}

@@ -287,7 +287,12 @@ func scanAccount(row *sql.Row) (metadata.Account, error) {
 	return a, err
 }
 
-const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id, created_at, updated_at`
+const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
+	current_checkpoint, source_checkpoint, created_at, updated_at`
+
+// errOrphanCheckpoints is returned by CreateSandbox's transaction when
+// checkpoints of a deleted sandbox carry the new sandbox's id.
+var errOrphanCheckpoints = errors.New("checkpoints of a deleted sandbox carry this id")
 
 // CreateSandbox implements metadata.Store.
 func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
@@ -298,15 +303,28 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if sb.UpdatedAt.IsZero() {
 		sb.UpdatedAt = sb.CreatedAt
 	}
-	var parent sql.NullString
-	if sb.ParentID != "" {
-		parent = sql.NullString{String: sb.ParentID, Valid: true}
-	}
-	_, err := s.writer.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, parent,
-		formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt))
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		// A sandbox id is used once: a new sandbox with the id of a deleted
+		// one would inherit its checkpoints (and its v-numbers again).
+		var orphans bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE sandbox_id = ?)`,
+			sb.ID).Scan(&orphans); err != nil {
+			return err
+		}
+		if orphans {
+			return errOrphanCheckpoints
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
+			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint),
+			formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt))
+		return err
+	})
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errOrphanCheckpoints) {
+		return fmt.Errorf("metadata: create sandbox: id %s is used by checkpoints of a deleted sandbox: %w", sb.ID, metadata.ErrConflict)
 	}
 	switch sqliteCode(err) {
 	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
@@ -317,6 +335,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		return fmt.Errorf("metadata: create sandbox %q: account %d: %w", sb.Name, sb.AccountID, metadata.ErrNotFound)
 	}
 	return fmt.Errorf("metadata: create sandbox %q: %w", sb.Name, err)
+}
+
+// nullable maps "" to NULL, for optional references.
+func nullable(s string) sql.NullString {
+	return sql.NullString{String: s, Valid: s != ""}
 }
 
 // sqliteCode returns the extended SQLite result code of err, or 0.
@@ -392,14 +415,15 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 		var (
 			sb               metadata.Sandbox
 			state            string
-			parent           sql.NullString
+			parent, cur, src sql.NullString
 			created, updated string
 		)
 		if err := rows.Scan(&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
-			&parent, &created, &updated); err != nil {
+			&parent, &cur, &src, &created, &updated); err != nil {
 			return nil, err
 		}
 		sb.State, sb.ParentID = metadata.SandboxState(state), parent.String
+		sb.CurrentCheckpoint, sb.SourceCheckpoint = cur.String, src.String
 		if sb.CreatedAt, err = parseTime(created); err != nil {
 			return nil, err
 		}
@@ -422,6 +446,37 @@ func (s *Store) SetSandboxState(ctx context.Context, id string, st metadata.Sand
 		return fmt.Errorf("metadata: set state of sandbox %s: %w", id, err)
 	}
 	return oneRow(res, "metadata: set state of sandbox "+id)
+}
+
+// SetCurrentCheckpoint implements metadata.Store.
+func (s *Store) SetCurrentCheckpoint(ctx context.Context, sandboxID, checkpointID string) error {
+	what := fmt.Sprintf("metadata: set current checkpoint of sandbox %s to %q", sandboxID, checkpointID)
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		var account int64
+		err := tx.QueryRowContext(ctx, `SELECT account_id FROM sandboxes WHERE id = ?`, sandboxID).Scan(&account)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sandbox: %w", metadata.ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		if checkpointID != "" {
+			var found bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ? AND account_id = ?)`,
+				checkpointID, account).Scan(&found); err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("no checkpoint %s in account %d: %w", checkpointID, account, metadata.ErrNotFound)
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET current_checkpoint = ?, updated_at = ? WHERE id = ?`,
+			nullable(checkpointID), formatTime(s.now()), sandboxID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // DeleteSandbox implements metadata.Store.

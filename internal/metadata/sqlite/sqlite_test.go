@@ -506,3 +506,130 @@ func TestReadThenWriteTransactions(t *testing.T) {
 		t.Errorf("%d accounts, %v; want %d", n, err, workers*each)
 	}
 }
+
+// TestUpgradeFromVersion1 builds a database as a cairnd of schema version 1
+// left it (0001 only, with sandboxes in it) and opens it with this store:
+// it must move to the latest version with every sandbox intact, and their
+// manual checkpoints must start at v0.
+func TestUpgradeFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite", dsn(path, url.Values{"_txlock": {"immediate"}, "_foreign_keys": {"on"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigrations(ctx, old, ms[:1], time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO accounts (id, name, created_at) VALUES (7, 'alice', '2030-01-01T00:00:00.000000Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, cpus, memory_bytes, parent_id, created_at, updated_at)
+		 VALUES ('0000000000000001', 7, 'web', 'debian', 'running', 1.5, 1024, NULL,
+		         '2030-01-02T00:00:00.000001Z', '2030-01-03T00:00:00.000002Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, cpus, memory_bytes, parent_id, created_at, updated_at)
+		 VALUES ('0000000000000002', 7, 'fork', 'busybox', 'stopped', 0, 0, '0000000000000001',
+		         '2030-01-04T00:00:00.000000Z', '2030-01-04T00:00:00.000000Z')`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	clock := storetest.NewClock()
+	s, err := Open(path, clock.Now)
+	if err != nil {
+		t.Fatalf("Open of a version 1 database: %v", err)
+	}
+	defer s.Close()
+	if got := appliedMigrations(t, rawDB(t, path)); len(got) != latest(t) || got[len(got)-1].appliedAt != formatTime(clock.Now()) {
+		t.Errorf("schema_migrations after the upgrade = %v, want versions up to %d, the new ones applied now", got, latest(t))
+	}
+
+	day := func(d, us int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, us*1000, time.UTC) }
+	want := []metadata.Sandbox{
+		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
+			ParentID: "0000000000000001", CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
+		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
+			CPUs: 1.5, MemoryBytes: 1024, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
+	}
+	got, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sandboxes after the upgrade:\n got  %+v\n want %+v", got, want)
+	}
+	var counters string
+	if err := s.reader.QueryRow(`SELECT group_concat(next_checkpoint) FROM (SELECT next_checkpoint FROM sandboxes ORDER BY id)`).
+		Scan(&counters); err != nil || counters != "0,0" {
+		t.Errorf("next_checkpoint after the upgrade = %q, %v; want 0 for both", counters, err)
+	}
+
+	for i, wantSeq := range []string{"v0", "v1"} {
+		ck, err := s.CreateCheckpoint(ctx, metadata.Checkpoint{
+			ID: fmt.Sprintf("c%015x", i), AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web",
+			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: "debian",
+		})
+		if err != nil || ck.Seq != wantSeq {
+			t.Errorf("checkpoint %d after the upgrade = %q, %v; want %s", i, ck.Seq, err, wantSeq)
+		}
+	}
+}
+
+// TestConcurrentCheckpointsTwoStores takes manual checkpoints of one
+// sandbox through two stores on one file, as two processes would: the
+// counter is read and incremented under the write lock, so the ids are
+// v0…vN-1, each once, and no call fails with SQLITE_BUSY.
+func TestConcurrentCheckpointsTwoStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	stores := []*Store{openT(t, path), openT(t, path)}
+	defer stores[0].Close()
+	defer stores[1].Close()
+	ctx := context.Background()
+	a, err := stores[0].EnsureAccount(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := metadata.Sandbox{ID: "0000000000000001", AccountID: a.ID, Name: "web", Image: "debian", State: metadata.SandboxRunning}
+	if err := stores[0].CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 32
+	var wg sync.WaitGroup
+	seqs := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			ck, err := stores[i%2].CreateCheckpoint(ctx, metadata.Checkpoint{
+				ID: fmt.Sprintf("c%015x", i), AccountID: a.ID, SandboxID: sb.ID, SandboxName: sb.Name,
+				Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: sb.Image,
+			})
+			seqs[i], errs[i] = ck.Seq, err
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("creator %d: %v", i, err)
+			continue
+		}
+		if seen[seqs[i]] {
+			t.Errorf("%s given twice", seqs[i])
+		}
+		seen[seqs[i]] = true
+	}
+	for i := range n {
+		if seq := metadata.ManualSeq(int64(i)); !seen[seq] {
+			t.Errorf("%s never given", seq)
+		}
+	}
+}

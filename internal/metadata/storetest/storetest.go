@@ -52,6 +52,21 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CancelledContext", testCancelledContext},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ConcurrentCreateSameName", testConcurrentCreateSameName},
+		{"SandboxCheckpointFields", testSandboxCheckpointFields},
+		{"CheckpointCreateAndGet", testCheckpointCreateAndGet},
+		{"CheckpointManualIDs", testCheckpointManualIDs},
+		{"CheckpointConcurrentManualIDs", testCheckpointConcurrentManualIDs},
+		{"CheckpointListOrder", testCheckpointListOrder},
+		{"CheckpointListFilter", testCheckpointListFilter},
+		{"AllCheckpoints", testAllCheckpoints},
+		{"CheckpointConflicts", testCheckpointConflicts},
+		{"CheckpointNames", testCheckpointNames},
+		{"CheckpointsSurviveSandboxDelete", testCheckpointsSurviveSandboxDelete},
+		{"CheckpointSizes", testCheckpointSizes},
+		{"CheckpointDelete", testCheckpointDelete},
+		{"CheckpointNotFound", testCheckpointNotFound},
+		{"CheckpointInvalidInput", testCheckpointInvalidInput},
+		{"CheckpointPersistence", testCheckpointPersistence},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -230,7 +245,9 @@ func testCreateAndGet(t *testing.T, open OpenFunc) {
 
 	sb := newSandbox("0123456789abcdef", a.ID, "web")
 	sb.State = metadata.SandboxRunning
-	sb.ParentID = "fedcba9876543210" // need not exist
+	sb.ParentID = "fedcba9876543210"          // need not exist
+	sb.CurrentCheckpoint = "c0c0c0c0c0c0c0c0" // nor these
+	sb.SourceCheckpoint = "c1c1c1c1c1c1c1c1"
 	sb.CreatedAt = time.Date(2030, 1, 2, 3, 4, 5, 6007, time.FixedZone("UTC-5", -5*60*60))
 	sb.UpdatedAt = sb.CreatedAt.Add(90 * time.Minute)
 	create(t, s, sb)
@@ -247,7 +264,8 @@ func testCreateAndGet(t *testing.T, open OpenFunc) {
 	// Zero limits and no parent round-trip as zero.
 	plain := metadata.Sandbox{ID: "1111111111111111", AccountID: a.ID, Name: "plain", Image: "busybox", State: metadata.SandboxStopped}
 	create(t, s, plain)
-	if got := byID(t, s, plain.ID); got.CPUs != 0 || got.MemoryBytes != 0 || got.ParentID != "" || got.Image != "busybox" {
+	if got := byID(t, s, plain.ID); got.CPUs != 0 || got.MemoryBytes != 0 || got.ParentID != "" || got.Image != "busybox" ||
+		got.CurrentCheckpoint != "" || got.SourceCheckpoint != "" {
 		t.Errorf("plain sandbox = %+v", got)
 	}
 }
@@ -628,6 +646,22 @@ func testCancelledContext(t *testing.T, open OpenFunc) {
 	}
 	if _, err := s.AccountByName(context.Background(), "bob"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Errorf("account created despite the cancelled context: err = %v", err)
+	}
+
+	sb := newSandbox("0000000000000002", a.ID, "db")
+	create(t, s, sb)
+	if _, err := s.CreateCheckpoint(ctx, newCheckpoint("c000000000000001", sb)); err == nil {
+		t.Errorf("CreateCheckpoint with a cancelled context succeeded")
+	}
+	if err := s.SetCurrentCheckpoint(ctx, sb.ID, ""); err == nil {
+		t.Errorf("SetCurrentCheckpoint with a cancelled context succeeded")
+	}
+	if _, err := s.ListCheckpoints(ctx, a.ID, metadata.CheckpointFilter{IncludeAuto: true}); err == nil {
+		t.Errorf("ListCheckpoints with a cancelled context succeeded")
+	}
+	// The failed creation took no number.
+	if got := createCk(t, s, newCheckpoint("c000000000000002", sb)); got.Seq != "v0" {
+		t.Errorf("first checkpoint after a cancelled creation is %s, want v0", got.Seq)
 	}
 }
 

@@ -1,0 +1,392 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+func newCheckpointCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Save, list, inspect, delete and restore a sandbox's checkpoints",
+		Long: `A checkpoint is a saved, immutable state of one sandbox's disk (its writable
+layer). Manual checkpoints are numbered per sandbox: v0, v1, v2… (never
+reused); automatic ones are named auto-<UTC time> and are listed only with
+--include-auto. A checkpoint given a name with --name is also a snapshot:
+it survives the deletion of its sandbox (see "cairn snapshot").
+
+The current checkpoint is the one the sandbox's disk was last restored or
+forked from; it cannot be deleted.`,
+		Example: `  cairn checkpoint create web --comment "before the upgrade"
+  cairn checkpoint list web
+  cairn checkpoint restore web v2 --wait`,
+		Args: groupArgs,
+		RunE: showHelp,
+	}
+	cmd.AddCommand(
+		newCheckpointCreateCommand(g),
+		newCheckpointListCommand(g),
+		newCheckpointInfoCommand(g),
+		newCheckpointDeleteCommand(g),
+		newRestoreCommand(g, "cairn checkpoint restore"),
+	)
+	return cmd
+}
+
+// checkpointCreateOptions are the arguments and flags of cairn checkpoint
+// create.
+type checkpointCreateOptions struct {
+	Name     string // the sandbox
+	Comment  string
+	Label    string
+	Snapshot string // --name: make it a named snapshot
+}
+
+func newCheckpointCreateCommand(g *globalOptions) *cobra.Command {
+	var opts checkpointCreateOptions
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Save a checkpoint of a sandbox's disk",
+		Long: `Save a checkpoint of sandbox NAME's disk and print its id ("Checkpoint
+created: v3").
+
+The file system is quiesced (synced, then the sandbox paused) for the
+instant of the snapshot, and the sandbox resumes at once. If the quiesce
+does not finish in time the checkpoint is taken anyway and marked "crash"
+consistent (every flushed write is in it, as after a power cut); cairn then
+warns on stderr. Progress goes to stderr. Ctrl-C stops following; the
+checkpoint goes on in cairnd.
+
+--comment and --label are free text shown by "cairn checkpoint list".
+--name also makes it a named snapshot, unique in the account, kept when the
+sandbox is deleted.`,
+		Example: `  cairn checkpoint create web
+  cairn checkpoint create web --comment "before the upgrade" --label stable
+  cairn checkpoint create web --name before-upgrade`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runCheckpointCreate(cmd.Context(), opts, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Comment, "comment", "", "a note saying what the checkpoint holds")
+	f.StringVar(&opts.Label, "label", "", "a short tag, shown when there is no comment")
+	f.StringVar(&opts.Snapshot, "name", "", "also make it a named snapshot with this account-wide name")
+	return cmd
+}
+
+func runCheckpointCreate(ctx context.Context, opts checkpointCreateOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.CreateCheckpoint(ctx, opts.Name, api.CreateCheckpointRequest{
+		Comment: opts.Comment,
+		Label:   opts.Label,
+		Name:    opts.Snapshot,
+	})
+	if err != nil {
+		return err
+	}
+	ck, err := c.WaitCheckpoint(ctx, op, g.printEvent)
+	if err != nil {
+		return followError(ctx, op, "cairn checkpoint list "+opts.Name, err)
+	}
+	if g.JSON {
+		return g.printJSON(ck)
+	}
+	if ck.Consistency == "crash" {
+		fmt.Fprintf(g.stderr, "warning: the file system of %s did not quiesce in time: %s is crash-consistent\n", opts.Name, ck.ID)
+	}
+	g.printf("Checkpoint created: %s\n", ck.ID)
+	return nil
+}
+
+// checkpointListOptions are the arguments and flags of cairn checkpoint
+// list.
+type checkpointListOptions struct {
+	Name        string
+	IncludeAuto bool
+}
+
+func newCheckpointListCommand(g *globalOptions) *cobra.Command {
+	var opts checkpointListOptions
+	cmd := &cobra.Command{
+		Use:     "list NAME",
+		Aliases: []string{"ls"},
+		Short:   "List a sandbox's checkpoints",
+		Long: `List the checkpoints of sandbox NAME, oldest first: id, age, trigger (why it
+exists: manual, interval, stop, restart, fork, delete, restore), consistency
+(frozen or crash), size, total, whether it holds memory, and its comment (or
+[label]). The current checkpoint, the state the disk was last restored or
+forked from, is marked with "*".
+
+SIZE is what only this checkpoint holds: what deleting it frees. TOTAL is
+all the data it refers to, shared data included.
+
+Automatic checkpoints are left out unless --include-auto. --json prints an
+array of checkpoint objects.`,
+		Example: `  cairn checkpoint list web
+  cairn checkpoint list web --include-auto --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runCheckpointList(cmd.Context(), opts, g)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.IncludeAuto, "include-auto", false, "also list automatic checkpoints")
+	return cmd
+}
+
+func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globalOptions) error {
+	cks, err := g.client().Checkpoints(ctx, opts.Name, opts.IncludeAuto)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if cks == nil {
+			cks = []api.Checkpoint{}
+		}
+		return g.printJSON(cks)
+	}
+	now := g.now()
+	current := false
+	t := newTable(g.stdout, "ID", "CREATED", "TRIGGER", "CONSISTENCY", "SIZE", "TOTAL", "MEMORY", "COMMENT")
+	for _, ck := range cks {
+		id := ck.ID
+		if ck.Current {
+			id += "*"
+			current = true
+		}
+		memory := "-"
+		if ck.HasMemory {
+			memory = "yes"
+		}
+		t.Row(id, formatAge(now, ck.CreatedAt), ck.Trigger, ck.Consistency,
+			formatSize(ck.SizeExclusive), formatSize(ck.SizeTotal), memory, checkpointNote(ck))
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if current {
+		g.printf("* current: the state the disk was last restored or forked from\n")
+	}
+	return nil
+}
+
+// checkpointNote is what the COMMENT column shows: the comment, else the
+// label in brackets, else "-".
+func checkpointNote(ck api.Checkpoint) string {
+	switch {
+	case ck.Comment != "":
+		return ck.Comment
+	case ck.Label != "":
+		return "[" + ck.Label + "]"
+	}
+	return "-"
+}
+
+// checkpointRef names one checkpoint of a sandbox: the arguments of cairn
+// checkpoint info and delete.
+type checkpointRef struct {
+	Name string // the sandbox
+	ID   string // v3, auto-…
+}
+
+func newCheckpointInfoCommand(g *globalOptions) *cobra.Command {
+	var opts checkpointRef
+	return &cobra.Command{
+		Use:     "info NAME ID",
+		Aliases: []string{"get"},
+		Short:   "Show a checkpoint's details",
+		Long: `Show what cairnd knows about checkpoint ID of sandbox NAME: its ids (per
+sandbox and account-wide), snapshot name, creation time, trigger,
+consistency, comment, label, whether it holds memory, its size (what
+deleting it frees), its total (all the data it refers to) and whether it is
+the current checkpoint.`,
+		Example: `  cairn checkpoint info web v2
+  cairn checkpoint get web auto-20260301T120000Z --json`,
+		Args: exactArgs("NAME", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.ID = args[0], args[1]
+			return runCheckpointInfo(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runCheckpointInfo(ctx context.Context, opts checkpointRef, g *globalOptions) error {
+	ck, err := g.client().Checkpoint(ctx, opts.Name, opts.ID)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(ck)
+	}
+	current := "no"
+	if ck.Current {
+		current = "yes (the disk was last restored or forked from it; it cannot be deleted)"
+	}
+	t := newTable(g.stdout)
+	t.Row("id", ck.ID)
+	t.Row("global id", ck.GlobalID)
+	t.Row("sandbox", ck.Sandbox)
+	t.Row("name", orDash(ck.Name))
+	t.Row("image", orDash(ck.Image))
+	t.Row("created", formatTime(g.now(), ck.CreatedAt))
+	t.Row("trigger", ck.Trigger)
+	t.Row("consistency", ck.Consistency)
+	t.Row("comment", orDash(ck.Comment))
+	t.Row("label", orDash(ck.Label))
+	t.Row("memory", yesNo(ck.HasMemory))
+	t.Row("size", formatSize(ck.SizeExclusive)+" (freed by deleting it)")
+	t.Row("total", formatSize(ck.SizeTotal))
+	t.Row("current", current)
+	return t.Flush()
+}
+
+func newCheckpointDeleteCommand(g *globalOptions) *cobra.Command {
+	var opts checkpointRef
+	return &cobra.Command{
+		Use:     "delete NAME ID",
+		Aliases: []string{"rm"},
+		Short:   "Delete a checkpoint and free its space",
+		Long: `Delete checkpoint ID of sandbox NAME. The space only it holds (its SIZE in
+"cairn checkpoint list") is freed at once, locally and off-site. The
+current checkpoint cannot be deleted.`,
+		Example: `  cairn checkpoint delete web v2`,
+		Args:    exactArgs("NAME", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.ID = args[0], args[1]
+			return runCheckpointDelete(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runCheckpointDelete(ctx context.Context, opts checkpointRef, g *globalOptions) error {
+	if err := g.client().DeleteCheckpoint(ctx, opts.Name, opts.ID); err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(map[string]string{"sandbox": opts.Name, "deleted": opts.ID})
+	}
+	g.printf("Checkpoint %s of %s deleted\n", opts.ID, opts.Name)
+	return nil
+}
+
+// restoreOptions are the arguments and flags of cairn checkpoint restore,
+// cairn restore and cairn rollback.
+type restoreOptions struct {
+	Name               string // the sandbox
+	ID                 string // its checkpoint
+	As                 string // restore into a new sandbox of this name
+	NoSafetyCheckpoint bool
+	Wait               bool // follow an in-place restore to its end
+}
+
+// newRestoreCommand returns "restore NAME ID"; path is how it is called
+// ("cairn restore", "cairn checkpoint restore"), for the examples.
+func newRestoreCommand(g *globalOptions, path string) *cobra.Command {
+	var opts restoreOptions
+	cmd := &cobra.Command{
+		Use:   "restore NAME ID",
+		Short: "Restore a checkpoint, in place or as a new sandbox",
+		Long: `Restore checkpoint ID of sandbox NAME.
+
+In place (without --as), NAME's disk goes back to the checkpoint: running
+sessions end and the sandbox comes back with its services started; "cairn
+exec" waits meanwhile. First a checkpoint of the current state is taken
+(trigger "restore") so the restore can be undone; --no-safety-checkpoint
+skips it. The restore runs in cairnd: cairn prints its operation and
+returns at once, or with --wait follows it to the end ("cairn rollback"
+does that too).
+
+With --as NEW_NAME, a new, independent sandbox is made from the checkpoint
+and started, and cairn follows it until it runs; NAME and the checkpoint are
+not touched.
+
+--json prints the operation, or the restored sandbox with --wait or --as.`,
+		Example: fmt.Sprintf(`  %[1]s web v2
+  %[1]s web v2 --wait
+  %[1]s web auto-20260301T120000Z --as web-before`, path),
+		Args: exactArgs("NAME", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.ID = args[0], args[1]
+			if opts.As != "" && opts.NoSafetyCheckpoint {
+				return usageErrorf("--no-safety-checkpoint is for a restore in place; --as leaves %s untouched", opts.Name)
+			}
+			return runRestore(cmd.Context(), opts, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.As, "as", "", "restore into a new sandbox of this name instead of in place")
+	f.BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the restore cannot be undone)")
+	f.BoolVar(&opts.Wait, "wait", false, "follow an in-place restore until the sandbox is back")
+	return cmd
+}
+
+// newRollbackCommand returns cairn rollback: restore in place and wait
+// (its options are restoreOptions with Wait set).
+func newRollbackCommand(g *globalOptions) *cobra.Command {
+	var opts restoreOptions
+	cmd := &cobra.Command{
+		Use:   "rollback NAME ID",
+		Short: "Restore a sandbox in place to a checkpoint and wait",
+		Long: `Put sandbox NAME back to its checkpoint ID, in place (same name and id),
+with its memory if the checkpoint holds it, and wait until it is back:
+"cairn restore NAME ID --wait".
+
+First a checkpoint of the current state is taken (trigger "restore") so
+the rollback can be undone; --no-safety-checkpoint skips it. Progress goes
+to stderr. Ctrl-C stops following; the rollback goes on in cairnd.`,
+		Example: `  cairn rollback web v2
+  cairn rollback web v2 --no-safety-checkpoint`,
+		Args: exactArgs("NAME", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.ID = args[0], args[1]
+			opts.Wait = true
+			return runRestore(cmd.Context(), opts, g)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the rollback cannot be undone)")
+	return cmd
+}
+
+func runRestore(ctx context.Context, opts restoreOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.RestoreCheckpoint(ctx, opts.Name, opts.ID, api.RestoreRequest{
+		As:                 opts.As,
+		NoSafetyCheckpoint: opts.NoSafetyCheckpoint,
+	})
+	if err != nil {
+		return err
+	}
+	if opts.As != "" {
+		sb, err := waitSandbox(ctx, c, op, opts.As, g)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return g.printJSON(sb)
+		}
+		g.printf("Sandbox %s created from %s/%s and running\n", opts.As, opts.Name, opts.ID)
+		return nil
+	}
+	if !opts.Wait {
+		if g.JSON {
+			return g.printJSON(op)
+		}
+		g.printf("Restore of %s to %s started (operation %s)\n", opts.Name, opts.ID, op.ID)
+		return nil
+	}
+	sb, err := waitSandbox(ctx, c, op, opts.Name, g)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(sb)
+	}
+	g.printf("Sandbox %s restored to %s\n", opts.Name, opts.ID)
+	return nil
+}

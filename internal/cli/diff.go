@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// Kinds of api.DiffEntry.
+const (
+	diffAdded   = "added"
+	diffRemoved = "removed"
+	diffChanged = "changed"
+)
+
+// diffOptions are the arguments of cairn diff.
+type diffOptions struct {
+	Name string
+	From string // a checkpoint id
+	To   string // a checkpoint id; "" is the current disk
+}
+
+func newDiffCommand(g *globalOptions) *cobra.Command {
+	var opts diffOptions
+	return &cobra.Command{
+		Use:   "diff NAME ID [ID2]",
+		Short: "List the files that differ between two states of a sandbox",
+		Long: `List the files added, changed and removed in sandbox NAME between its
+checkpoint ID and its checkpoint ID2, or its current disk if ID2 is left
+out. One line per file:
+
+  A /path                     added
+  D /path                     removed
+  M /path (content, mode 0644 -> 0600, owner)
+                              changed, and what changed: content, type,
+                              mode, owner
+
+A count of each goes to stderr. Paths holding control characters are
+printed quoted. --json prints an array of {path, kind, what, mode}.`,
+		Example: `  cairn diff web v2
+  cairn diff web v1 v2
+  cairn diff web v2 --json`,
+		Args: optionalArgs([]string{"NAME", "ID"}, "ID2"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.From = args[0], args[1]
+			if len(args) > 2 {
+				opts.To = args[2]
+			}
+			return runDiff(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runDiff(ctx context.Context, opts diffOptions, g *globalOptions) error {
+	entries, err := g.client().Diff(ctx, opts.Name, opts.From, opts.To)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if entries == nil {
+			entries = []api.DiffEntry{}
+		}
+		return g.printJSON(entries)
+	}
+	counts := map[string]int{}
+	for _, e := range entries {
+		counts[e.Kind]++
+		g.printf("%s\n", formatDiffEntry(e))
+	}
+	fmt.Fprintf(g.stderr, "%d added, %d changed, %d removed\n", counts[diffAdded], counts[diffChanged], counts[diffRemoved])
+	return nil
+}
+
+// formatDiffEntry renders one entry: "A /path", "D /path", "M /path
+// (content, mode 0644 -> 0600)".
+func formatDiffEntry(e api.DiffEntry) string {
+	path := e.Path
+	if strings.ContainsFunc(path, unicode.IsControl) {
+		path = strconv.Quote(path) // a newline must not look like another entry
+	}
+	switch e.Kind {
+	case diffAdded:
+		return "A " + path
+	case diffRemoved:
+		return "D " + path
+	case diffChanged:
+		if len(e.What) == 0 {
+			return "M " + path
+		}
+		what := make([]string, len(e.What))
+		for i, w := range e.What {
+			what[i] = w
+			if w == "mode" && e.Mode != "" {
+				what[i] = "mode " + e.Mode
+			}
+		}
+		return fmt.Sprintf("M %s (%s)", path, strings.Join(what, ", "))
+	}
+	return fmt.Sprintf("? %s (%s)", path, e.Kind)
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// forkOptions are the arguments and flags of cairn fork.
+type forkOptions struct {
+	Name           string
+	FromCheckpoint string
+	Count          int
+	NamePrefix     string
+}
+
+func newForkCommand(g *globalOptions) *cobra.Command {
+	var opts forkOptions
+	cmd := &cobra.Command{
+		Use:   "fork NAME",
+		Short: "Make running copies of a sandbox",
+		Long: `Make --count new, independent sandboxes from sandbox NAME and start them.
+
+By default each copy starts from a new checkpoint of NAME's current state
+(trigger "fork"); --from-checkpoint starts them from an existing one
+instead. The copies are named PREFIX-1 … PREFIX-N, PREFIX being
+--name-prefix (default NAME-fork); "cairn list --parent NAME" shows them.
+NAME itself is not touched. Progress goes to stderr; Ctrl-C stops
+following, the fork goes on in cairnd.
+
+--json prints an array of the new sandboxes.`,
+		Example: `  cairn fork web
+  cairn fork web --count 3 --name-prefix trial
+  cairn fork web --from-checkpoint v2`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if opts.Count < 1 {
+				return usageErrorf("--count must be at least 1, got %d", opts.Count)
+			}
+			return runFork(cmd.Context(), opts, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.FromCheckpoint, "from-checkpoint", "", "start the copies from this checkpoint (default: a new checkpoint of the current state)")
+	f.IntVar(&opts.Count, "count", 1, "how many copies to make")
+	f.StringVar(&opts.NamePrefix, "name-prefix", "", "name the copies PREFIX-1…PREFIX-N (default NAME-fork)")
+	return cmd
+}
+
+func runFork(ctx context.Context, opts forkOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.Fork(ctx, opts.Name, api.ForkRequest{
+		FromCheckpoint: opts.FromCheckpoint,
+		Count:          opts.Count,
+		NamePrefix:     opts.NamePrefix,
+	})
+	if err != nil {
+		return err
+	}
+	children, err := c.WaitSandboxes(ctx, op, g.printEvent)
+	if err != nil {
+		return followError(ctx, op, "cairn list --parent "+opts.Name, err)
+	}
+	if g.JSON {
+		if children == nil {
+			children = []api.Sandbox{}
+		}
+		return g.printJSON(children)
+	}
+	for _, sb := range children {
+		g.printf("Forked %s → %s (id %s)\n", opts.Name, sb.Name, sb.ID)
+	}
+	return nil
+}

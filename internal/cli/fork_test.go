@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+func TestForkPrintsChildren(t *testing.T) {
+	var req api.ForkRequest
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/web/fork", func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&req)
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-k", Kind: "sandbox.fork"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-k/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w,
+			api.Event{Type: api.EventProgress, Data: "Starting trial-1"},
+			api.Event{Type: api.EventComplete, Data: []api.Sandbox{
+				{ID: "sb-11", Name: "trial-1", Parent: "web", SourceCheckpoint: "web/v2"},
+				{ID: "sb-12", Name: "trial-2", Parent: "web", SourceCheckpoint: "web/v2"},
+			}},
+		)
+	})
+	sock := fakeDaemon(t, mux)
+
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock,
+		"fork", "web", "--count", "2", "--name-prefix", "trial", "--from-checkpoint", "v2")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if want := (api.ForkRequest{FromCheckpoint: "v2", Count: 2, NamePrefix: "trial"}); req != want {
+		t.Errorf("request %+v, want %+v", req, want)
+	}
+	if want := "Forked web → trial-1 (id sb-11)\nForked web → trial-2 (id sb-12)\n"; stdout != want {
+		t.Errorf("stdout %q, want %q", stdout, want)
+	}
+	if stderr != "Starting trial-1\n" {
+		t.Errorf("stderr %q, want the progress", stderr)
+	}
+
+	code, stdout, _ = runCLI(t, context.Background(), "--socket", sock, "--json", "fork", "web")
+	var got []api.Sandbox
+	if err := json.Unmarshal([]byte(stdout), &got); code != exitOK || err != nil || len(got) != 2 {
+		t.Errorf("json: exit %d, stdout %q (%v); want both children", code, stdout, err)
+	}
+	if req.Count != 1 {
+		t.Errorf("default count %d, want 1", req.Count)
+	}
+}
+
+func TestForkCountZeroIsUsageError(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock") // never reached
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "fork", "web", "--count", "0")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "--count must be at least 1, got 0") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a message about --count", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,213 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
+	comment, label, has_memory, image, size_exclusive, size_total, created_at`
+
+// CreateCheckpoint implements metadata.Store.
+//
+// A manual id comes from sandboxes.next_checkpoint, read and incremented by
+// one UPDATE … RETURNING in the same IMMEDIATE transaction as the INSERT:
+// the number is taken only if the checkpoint is stored, and no other writer
+// (in this process or another) can take it in between.
+func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (metadata.Checkpoint, error) {
+	if err := ck.Validate(); err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: create checkpoint: %w", err)
+	}
+	ck.CreatedAt = s.stamp(ck.CreatedAt)
+	var stored metadata.Checkpoint
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		if ck.Seq == "" {
+			var n int64
+			err := tx.QueryRowContext(ctx, `UPDATE sandboxes SET next_checkpoint = next_checkpoint + 1
+				WHERE id = ? AND account_id = ? RETURNING next_checkpoint - 1`,
+				ck.SandboxID, ck.AccountID).Scan(&n)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("sandbox %s in account %d: %w", ck.SandboxID, ck.AccountID, metadata.ErrNotFound)
+			} else if err != nil {
+				return fmt.Errorf("next manual id: %w", err)
+			}
+			ck.Seq = metadata.ManualSeq(n)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
+			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal, formatTime(ck.CreatedAt))
+		if err != nil {
+			return checkpointWriteError(err, ck)
+		}
+		stored, err = scanCheckpoint(tx.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE id = ?`, ck.ID))
+		return err
+	})
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: create checkpoint %s of sandbox %s: %w", ck.ID, ck.SandboxID, err)
+	}
+	return stored, nil
+}
+
+// checkpointWriteError maps a constraint violation of an INSERT or UPDATE
+// of ck to the sentinel errors, naming the rule broken.
+func checkpointWriteError(err error, ck metadata.Checkpoint) error {
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		// SQLite names the columns: "UNIQUE constraint failed: checkpoints.account_id, checkpoints.name".
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "checkpoints.name"):
+			return fmt.Errorf("name %q in account %d: %w", ck.Name, ck.AccountID, metadata.ErrConflict)
+		case strings.Contains(msg, "checkpoints.seq"):
+			return fmt.Errorf("seq %q of sandbox %s: %w", ck.Seq, ck.SandboxID, metadata.ErrConflict)
+		case strings.Contains(msg, "checkpoints.id"):
+			return fmt.Errorf("id %s: %w", ck.ID, metadata.ErrConflict)
+		}
+		return fmt.Errorf("%v: %w", err, metadata.ErrConflict)
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return fmt.Errorf("account %d: %w", ck.AccountID, metadata.ErrNotFound)
+	}
+	return err
+}
+
+// CheckpointByID implements metadata.Store.
+func (s *Store) CheckpointByID(ctx context.Context, id string) (metadata.Checkpoint, error) {
+	ck, err := s.oneCheckpoint(ctx, `WHERE id = ?`, id)
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: checkpoint %s: %w", id, err)
+	}
+	return ck, nil
+}
+
+// CheckpointBySeq implements metadata.Store.
+func (s *Store) CheckpointBySeq(ctx context.Context, sandboxID, seq string) (metadata.Checkpoint, error) {
+	ck, err := s.oneCheckpoint(ctx, `WHERE sandbox_id = ? AND seq = ?`, sandboxID, seq)
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: checkpoint %s of sandbox %s: %w", seq, sandboxID, err)
+	}
+	return ck, nil
+}
+
+// CheckpointByName implements metadata.Store.
+func (s *Store) CheckpointByName(ctx context.Context, accountID int64, name string) (metadata.Checkpoint, error) {
+	ck, err := s.oneCheckpoint(ctx, `WHERE account_id = ? AND name = ?`, accountID, name)
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: checkpoint %q in account %d: %w", name, accountID, err)
+	}
+	return ck, nil
+}
+
+func (s *Store) oneCheckpoint(ctx context.Context, where string, args ...any) (metadata.Checkpoint, error) {
+	return scanCheckpoint(s.reader.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints `+where, args...))
+}
+
+// ListCheckpoints implements metadata.Store.
+func (s *Store) ListCheckpoints(ctx context.Context, accountID int64, f metadata.CheckpointFilter) ([]metadata.Checkpoint, error) {
+	where, args := `WHERE account_id = ?`, []any{accountID}
+	if f.SandboxID != "" {
+		where, args = where+` AND sandbox_id = ?`, append(args, f.SandboxID)
+	}
+	if !f.IncludeAuto {
+		where, args = where+` AND (trigger = ? OR name IS NOT NULL)`, append(args, metadata.TriggerManual)
+	}
+	out, err := s.checkpoints(ctx, where+` ORDER BY created_at, serial`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: list checkpoints of account %d: %w", accountID, err)
+	}
+	return out, nil
+}
+
+// AllCheckpoints implements metadata.Store.
+func (s *Store) AllCheckpoints(ctx context.Context) ([]metadata.Checkpoint, error) {
+	out, err := s.checkpoints(ctx, `ORDER BY account_id, created_at, serial`)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: list all checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// checkpoints runs SELECT … FROM checkpoints with the rest of the query
+// given. The result is empty, never nil.
+func (s *Store) checkpoints(ctx context.Context, rest string, args ...any) ([]metadata.Checkpoint, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints `+rest, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []metadata.Checkpoint{}
+	for rows.Next() {
+		ck, err := scanCheckpoint(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ck)
+	}
+	return out, rows.Err()
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanCheckpoint reads one row of checkpointColumns; no row is ErrNotFound.
+func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
+	var (
+		ck      metadata.Checkpoint
+		name    sql.NullString
+		created string
+	)
+	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
+		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return metadata.Checkpoint{}, metadata.ErrNotFound
+	} else if err != nil {
+		return metadata.Checkpoint{}, err
+	}
+	ck.Name = name.String
+	ck.CreatedAt, err = parseTime(created)
+	return ck, err
+}
+
+// SetCheckpointSize implements metadata.Store.
+func (s *Store) SetCheckpointSize(ctx context.Context, id string, exclusive, total int64) error {
+	what := "metadata: set size of checkpoint " + id
+	if exclusive < 0 || total < 0 {
+		return fmt.Errorf("%s: negative size (exclusive %d, total %d)", what, exclusive, total)
+	}
+	res, err := s.writer.ExecContext(ctx, `UPDATE checkpoints SET size_exclusive = ?, size_total = ? WHERE id = ?`,
+		exclusive, total, id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// SetCheckpointName implements metadata.Store.
+func (s *Store) SetCheckpointName(ctx context.Context, id, name string) error {
+	what := fmt.Sprintf("metadata: name checkpoint %s %q", id, name)
+	res, err := s.writer.ExecContext(ctx, `UPDATE checkpoints SET name = ? WHERE id = ?`, nullable(name), id)
+	if err != nil {
+		if sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+			return fmt.Errorf("%s: name taken in the account: %w", what, metadata.ErrConflict)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// DeleteCheckpoint implements metadata.Store. The sandbox's counter is left
+// as it is, so the checkpoint's v-number is not given again.
+func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
+	res, err := s.writer.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("metadata: delete checkpoint %s: %w", id, err)
+	}
+	return oneRow(res, "metadata: delete checkpoint "+id)
+}

@@ -1,0 +1,126 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+)
+
+// MaxForkCount bounds one fork request.
+const MaxForkCount = 64
+
+// forkParallelism is how many children start at once.
+const forkParallelism = 4
+
+// Fork makes req.Count independent running copies of the sandbox called
+// name, named PREFIX-1…PREFIX-N, from req.FromCheckpoint or, without it,
+// from a new checkpoint of the current state (trigger "fork"). The parent
+// keeps running untouched (paused only for the checkpoint instant). Either
+// every child is made or none is.
+func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRequest) (*operation.Op, error) {
+	acct, parent, err := m.lookup(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.refuseIfBusy(parent, api.StateDeleting, api.StateRestoring); err != nil {
+		return nil, err
+	}
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Count < 1 || req.Count > MaxForkCount {
+		return nil, errdefs.New(api.CodeInvalidArgument, "invalid --count %d: between 1 and %d", req.Count, MaxForkCount)
+	}
+	if req.NamePrefix == "" {
+		req.NamePrefix = name + "-fork"
+	}
+	names := make([]string, req.Count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", req.NamePrefix, i+1)
+		if err := ValidateName(names[i]); err != nil {
+			return nil, errdefs.New(api.CodeInvalidName, "invalid --name-prefix %q: child name %q is not a valid name", req.NamePrefix, names[i])
+		}
+	}
+	var from metadata.Checkpoint
+	if req.FromCheckpoint != "" {
+		if from, err = m.findCheckpoint(ctx, parent, req.FromCheckpoint); err != nil {
+			return nil, err
+		}
+	}
+	var releases []func()
+	releaseAll := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, n := range names {
+		_, release, err := m.reserveName(ctx, account, n)
+		if err != nil {
+			releaseAll()
+			return nil, err
+		}
+		releases = append(releases, release)
+	}
+	return m.cfg.Ops.Start("sandbox.fork", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer releaseAll()
+		if from.ID == "" {
+			lock := m.diskLock(parent.ID)
+			lock.Lock()
+			cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
+			if err == nil {
+				op.Progress("Checkpointing %s to fork it", name)
+				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count)}, op)
+			}
+			lock.Unlock()
+			if err != nil {
+				return nil, err
+			}
+		}
+		children := make([]metadata.Sandbox, len(names))
+		errs := make([]error, len(names))
+		sem := make(chan struct{}, forkParallelism)
+		var wg sync.WaitGroup
+		for i, n := range names {
+			children[i] = m.childOf(acct, from, n, parent.ID)
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				errs[i] = m.create(ctx, op, children[i], m.cfg.Pool.CheckpointPath(from.ID))
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				// All or nothing: remove the children that were made.
+				for j := range children {
+					if errs[j] == nil {
+						m.destroy(context.WithoutCancel(ctx), children[j])
+					}
+				}
+				return nil, fmt.Errorf("fork child %s: %w", names[i], err)
+			}
+		}
+		out := make([]api.Sandbox, 0, len(names))
+		for _, n := range names {
+			sb, err := m.Get(ctx, account, n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sb)
+		}
+		op.Progress("Forked %s into %d sandboxes from %s", name, len(out), from.Seq)
+		return out, nil
+	}), nil
+}
+
+// destroy stops and removes a sandbox this operation made.
+func (m *Manager) destroy(ctx context.Context, sb metadata.Sandbox) {
+	logErr("undo: stop", m.stopContainer(ctx, sb), "sandbox", sb.Name)
+	logErr("undo: delete row", m.cfg.Store.DeleteSandbox(ctx, sb.ID), "sandbox", sb.Name)
+	logErr("undo: remove files", m.removeFiles(ctx, sb.ID), "sandbox", sb.Name)
+}

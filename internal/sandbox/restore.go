@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/revert"
+)
+
+// Restore brings the sandbox called name back to one of its checkpoints:
+// in place (the same sandbox, name and id), or with req.As into a new
+// sandbox, leaving the source untouched.
+//
+// In place, it first takes a safety checkpoint of the current state
+// (trigger "restore", so the restore can itself be undone) unless
+// req.NoSafetyCheckpoint; then it stops the sandbox (running sessions
+// end), swaps in a writable snapshot of the checkpoint, and starts it again
+// if it was running. Execs that arrive meanwhile wait and then run on the
+// restored sandbox.
+func (m *Manager) Restore(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
+	if req.As != "" {
+		acct, sb, err := m.lookup(ctx, account, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.refuseIfBusy(sb, api.StateDeleting); err != nil {
+			return nil, err
+		}
+		ck, err := m.findCheckpoint(ctx, sb, ref)
+		if err != nil {
+			return nil, err
+		}
+		return m.restoreAsNew(ctx, acct, ck, req.As)
+	}
+	sb, err := m.acquire(ctx, account, name, api.StateRestoring)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := m.findCheckpoint(ctx, sb, ref)
+	if err != nil {
+		m.end(sb.ID)
+		return nil, err
+	}
+	return m.cfg.Ops.Start("sandbox.restore", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer m.end(sb.ID)
+		lock := m.diskLock(sb.ID)
+		lock.Lock()
+		defer lock.Unlock()
+		if err := m.restoreInPlace(ctx, op, sb, ck, !req.NoSafetyCheckpoint); err != nil {
+			return nil, err
+		}
+		op.Progress("Sandbox %s restored to %s", name, ck.Seq)
+		return m.Get(ctx, account, name)
+	}), nil
+}
+
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, safety bool) error {
+	undo := revert.New()
+	defer undo.Fail()
+
+	if safety {
+		op.Progress("Taking a safety checkpoint of the current state")
+		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq}, op)
+		if err != nil {
+			return fmt.Errorf("safety checkpoint: %w", err)
+		}
+		op.Infof("Safety checkpoint %s taken: `cairn restore %s %s` undoes this restore", safe.Seq, sb.Name, safe.Seq)
+	}
+	running := sb.State == metadata.SandboxRunning
+	if running {
+		op.Progress("Stopping sandbox %s", sb.Name)
+		if err := m.stopContainer(ctx, sb); err != nil {
+			return err
+		}
+		undo.Add(func() {
+			logErr("undo: restart after failed restore", m.startContainer(context.Background(), sb), "sandbox", sb.Name)
+		})
+	}
+
+	op.Progress("Swapping in checkpoint %s", ck.Seq)
+	root := m.cfg.Pool.SandboxPath(sb.ID)
+	staging := root + ".restore"
+	if err := m.cfg.Pool.Delete(ctx, staging); err != nil {
+		return err
+	}
+	if err := m.cfg.Pool.Snapshot(ctx, m.cfg.Pool.CheckpointPath(ck.ID), staging, false); err != nil {
+		return err
+	}
+	// One atomic exchange: a crash leaves either the old root or the new
+	// one in place; whichever is left in staging is swept at the next start.
+	if err := m.cfg.Pool.Exchange(staging, root); err != nil {
+		m.cfg.Pool.Delete(context.WithoutCancel(ctx), staging)
+		return err
+	}
+	undo.Success() // the new root is in place; from here on go forward
+	logErr("delete replaced root", m.cfg.Pool.Delete(context.WithoutCancel(ctx), staging), "sandbox", sb.Name)
+	if err := m.cfg.Store.SetCurrentCheckpoint(ctx, sb.ID, ck.ID); err != nil {
+		return err
+	}
+	if running {
+		op.Progress("Starting sandbox %s", sb.Name)
+		if err := m.startContainer(ctx, sb); err != nil {
+			logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
+			return err
+		}
+	}
+	slog.Info("sandbox restored", "sandbox", sb.Name, "checkpoint", ck.Seq)
+	return nil
+}
+
+// RestoreSnapshot restores a checkpoint named account-wide (global id,
+// snapshot name, or SANDBOX/ID) as a new sandbox.
+func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref, newName string) (*operation.Op, error) {
+	acct, err := m.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := m.resolveSnapshot(ctx, acct, ref)
+	if err != nil {
+		return nil, err
+	}
+	return m.restoreAsNew(ctx, acct, ck, newName)
+}
+
+// restoreAsNew makes and starts a new independent sandbox from ck.
+func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string) (*operation.Op, error) {
+	if err := ValidateName(newName); err != nil {
+		return nil, err
+	}
+	_, release, err := m.reserveName(ctx, acct.Name, newName)
+	if err != nil {
+		return nil, err
+	}
+	sb := m.childOf(acct, ck, newName, "")
+	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer release()
+		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
+		if err := m.create(ctx, op, sb, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
+			return nil, err
+		}
+		return m.Get(ctx, acct.Name, newName)
+	}), nil
+}
+
+// childOf is the row of a new sandbox made from checkpoint ck.
+func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, parentID string) metadata.Sandbox {
+	sb := metadata.Sandbox{
+		ID: newID(), AccountID: acct.ID, Name: name, Image: ck.Image, State: metadata.SandboxStopped,
+		ParentID: parentID, SourceCheckpoint: ck.ID, CurrentCheckpoint: ck.ID,
+	}
+	// Keep the source's limits when it still exists.
+	if src, err := m.cfg.Store.SandboxByID(context.Background(), ck.SandboxID); err == nil {
+		sb.CPUs, sb.MemoryBytes = src.CPUs, src.MemoryBytes
+	} else if !errors.Is(err, metadata.ErrNotFound) {
+		slog.Warn("read source sandbox", "err", err)
+	}
+	return sb
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// createCheckpoint streams the checkpoint's progress as NDJSON, ending in a
+// complete event carrying the checkpoint, unless the client asks for JSON
+// (then: 202 and an operation, as for other long work).
+func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var req api.CreateCheckpointRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	op, err := s.sandboxes.CreateCheckpoint(r.Context(), s.account(r), r.PathValue("name"), req)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/json") {
+		return accepted(w, r, op)
+	}
+	return streamEvents(w, r, op)
+}
+
+func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.sandboxes.Checkpoints(r.Context(), s.account(r), r.PathValue("name"), r.URL.Query().Get("include_auto") == "true")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	ck, err := s.sandboxes.Checkpoint(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ck)
+	return nil
+}
+
+func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	name, id := r.PathValue("name"), r.PathValue("id")
+	if err := s.sandboxes.DeleteCheckpoint(r.Context(), s.account(r), name, id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": name + "/" + id})
+	return nil
+}
+
+func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var req api.RestoreRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	op, err := s.sandboxes.Restore(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
+}
+
+func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
+	var req api.SnapshotRestoreRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	op, err := s.sandboxes.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req.Name)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
+}
+
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.ForkRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	op, err := s.sandboxes.Fork(r.Context(), s.account(r), r.PathValue("name"), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
+}
+
+func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	diff, err := s.sandboxes.Diff(r.Context(), s.account(r), r.PathValue("name"), q.Get("from"), q.Get("to"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, diff)
+	return nil
+}
