@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -27,9 +29,13 @@ func (p *Pool) enableQuota(ctx context.Context) error {
 }
 
 // Usage returns the usage of every subvolume in the pool, by path relative
-// to the pool's root (e.g. "checkpoints/ab12…"). Figures are as of the last
-// committed transaction.
+// to the pool's root (e.g. "checkpoints/ab12…"). It commits the pool's
+// current transaction first: quota groups are accounted at commit, so
+// without it recent writes and deletes would not show yet.
 func (p *Pool) Usage(ctx context.Context) (map[string]Usage, error) {
+	if err := p.commit(); err != nil {
+		return nil, err
+	}
 	out, err := exec.CommandContext(ctx, "btrfs", "qgroup", "show", "--raw", "-re", p.root).Output()
 	if err != nil {
 		return nil, fmt.Errorf("btrfs qgroup show: %w", err)
@@ -69,4 +75,17 @@ func (p *Pool) Rel(path string) string {
 		return path
 	}
 	return rel
+}
+
+// commit writes out the pool's current btrfs transaction (syncfs).
+func (p *Pool) commit() error {
+	f, err := os.Open(p.root)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync pool: %w", err)
+	}
+	return nil
 }

@@ -480,4 +480,3 @@ func TestDiffListsChanges(t *testing.T) {
 		t.Fatalf("diff against an unchanged disk: %q", out)
 	}
 }
-
