@@ -96,7 +96,7 @@ func OpenDir(dir string) (*Pool, error) {
 	if err := p.sweepTmp(); err != nil {
 		return nil, err
 	}
-	if err := p.enableQuota(context.Background()); err != nil {
+	if err := p.setUpQuota(context.Background()); err != nil {
 		return nil, err
 	}
 	return p, nil

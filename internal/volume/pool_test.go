@@ -102,3 +102,32 @@ func TestOpenDirRefusesNonBtrfs(t *testing.T) {
 		t.Fatal("OpenDir accepted a directory that is not on btrfs")
 	}
 }
+
+func TestChangeMarkerMovesOnWritesOnly(t *testing.T) {
+	ctx := context.Background()
+	p, _ := loopPool(t)
+	sub := p.SandboxPath("m")
+	if err := p.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(sub, "f"), []byte("1"), 0o644)
+	m1, err := ChangeMarker(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reads, commits and snapshots leave it alone.
+	os.ReadFile(filepath.Join(sub, "f"))
+	exec.Command("sync").Run()
+	if err := p.Snapshot(ctx, sub, p.CheckpointPath("c1"), true); err != nil {
+		t.Fatal(err)
+	}
+	exec.Command("sync").Run()
+	if m2, _ := ChangeMarker(sub); m2 != m1 {
+		t.Fatalf("marker moved without a write: %d -> %d", m1, m2)
+	}
+	// A write moves it at once, before any commit.
+	os.WriteFile(filepath.Join(sub, "g"), []byte("2"), 0o644)
+	if m3, _ := ChangeMarker(sub); m3 == m1 {
+		t.Fatal("marker did not move after a write")
+	}
+}

@@ -26,7 +26,7 @@ func IsSubvolume(path string) (bool, error) {
 
 // Create makes an empty writable subvolume at path.
 func (p *Pool) Create(ctx context.Context, path string) error {
-	if err := run(ctx, "btrfs", "subvolume", "create", path); err != nil {
+	if err := run(ctx, "btrfs", "subvolume", "create", "-i", poolGroup, path); err != nil {
 		return fmt.Errorf("create subvolume: %w", err)
 	}
 	return nil
@@ -35,7 +35,7 @@ func (p *Pool) Create(ctx context.Context, path string) error {
 // Snapshot makes dst a snapshot of the subvolume src: constant time, shares
 // every extent. readOnly makes dst immutable.
 func (p *Pool) Snapshot(ctx context.Context, src, dst string, readOnly bool) error {
-	args := []string{"subvolume", "snapshot"}
+	args := []string{"subvolume", "snapshot", "-i", poolGroup}
 	if readOnly {
 		args = append(args, "-r")
 	}
