@@ -15,17 +15,20 @@ const (
 
 // Checkpoint is a saved state of one sandbox's disk.
 type Checkpoint struct {
-	ID          string    `json:"id"`        // per sandbox: v3, auto-20261129T091500Z
-	GlobalID    string    `json:"global_id"` // account-wide id, accepted wherever a snapshot is named
-	Sandbox     string    `json:"sandbox"`   // name of the sandbox it was taken of
-	Name        string    `json:"name,omitempty"`
-	Trigger     string    `json:"trigger"`
-	Consistency string    `json:"consistency"` // frozen or crash
-	Comment     string    `json:"comment,omitempty"`
-	Label       string    `json:"label,omitempty"`
-	HasMemory   bool      `json:"has_memory"`
-	Image       string    `json:"image"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID       string `json:"id"`        // per sandbox: v3, auto-20261129T091500Z
+	GlobalID string `json:"global_id"` // account-wide id, accepted wherever a snapshot is named
+	Sandbox  string `json:"sandbox"`   // name of the sandbox it was taken of
+	// SandboxDeleted is true when that sandbox no longer exists (the
+	// checkpoint can still be restored as a new sandbox).
+	SandboxDeleted bool      `json:"sandbox_deleted,omitempty"`
+	Name           string    `json:"name,omitempty"`
+	Trigger        string    `json:"trigger"`
+	Consistency    string    `json:"consistency"` // frozen or crash
+	Comment        string    `json:"comment,omitempty"`
+	Label          string    `json:"label,omitempty"`
+	HasMemory      bool      `json:"has_memory"`
+	Image          string    `json:"image"`
+	CreatedAt      time.Time `json:"created_at"`
 	// SizeExclusive is what only this checkpoint holds: what deleting it frees.
 	SizeExclusive int64 `json:"size_exclusive"`
 	// SizeTotal is all the data it refers to (its full tree, image included).
@@ -33,6 +36,9 @@ type Checkpoint struct {
 	// Current is true for the checkpoint the sandbox's disk was last
 	// restored or forked from; it cannot be deleted.
 	Current bool `json:"current"`
+	// Offsite is the off-site state: "pending" until the repository
+	// uploads it, then "uploading", "uploaded ×1", "uploaded ×2", "failed".
+	Offsite string `json:"offsite"`
 	// PausedMS is how long the sandbox was paused to take it (only in the
 	// answer to the create request).
 	PausedMS float64 `json:"paused_ms,omitempty"`

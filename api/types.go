@@ -39,6 +39,26 @@ type Sandbox struct {
 	SourceCheckpoint string `json:"source_checkpoint,omitempty"`
 	// Disk is the space it uses; filled by info, not by list.
 	Disk *DiskUsage `json:"disk,omitempty"`
+	// AutoCheckpointSeconds is the interval of automatic checkpoints,
+	// taken only when the disk changed since the last checkpoint.
+	AutoCheckpointSeconds int64 `json:"auto_checkpoint_seconds"`
+	// LastCheckpointAt is when its newest checkpoint (of any trigger) was taken.
+	LastCheckpointAt *time.Time `json:"last_checkpoint_at,omitempty"`
+	// AutoCheckpointNote says why the last automatic checkpoint was skipped
+	// (for instance the disk limit); empty when it was not.
+	AutoCheckpointNote string `json:"auto_checkpoint_note,omitempty"`
+}
+
+// AccountInfo answers GET /v1/account.
+type AccountInfo struct {
+	Name string `json:"name"`
+	// DiskUsed is what the account's sandboxes and checkpoints take in the
+	// pool, data shared between them counted once, images not counted.
+	DiskUsed int64 `json:"disk_used"`
+	// DiskLimit is the account's limit; 0 is unlimited.
+	DiskLimit   int64 `json:"disk_limit"`
+	Sandboxes   int   `json:"sandboxes"`
+	Checkpoints int   `json:"checkpoints"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
@@ -47,6 +67,15 @@ type CreateSandboxRequest struct {
 	Image  string  `json:"image,omitempty"` // default "busybox"
 	CPUs   float64 `json:"cpus,omitempty"`
 	Memory string  `json:"memory,omitempty"` // e.g. "512M", "2G"; default: no limit beyond the host's
+	// AutoCheckpoint is the interval of automatic checkpoints, e.g. "15m"
+	// (60s-24h); default 5m.
+	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`
+}
+
+// ConfigureSandboxRequest is the body of PATCH /v1/sandboxes/{name}; unset
+// fields are left as they are.
+type ConfigureSandboxRequest struct {
+	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`
 }
 
 // Image is a read-only root file system sandboxes start from.

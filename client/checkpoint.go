@@ -99,3 +99,34 @@ func (c *Client) Diff(ctx context.Context, name, from, to string) ([]api.DiffEnt
 	var out []api.DiffEntry
 	return out, c.do(ctx, "GET", sandboxPath(name)+"/diff?"+q.Encode(), nil, &out)
 }
+
+// CreateSnapshot takes a named checkpoint of sandbox name (req.Name, or
+// the default NAME-YYYYMMDD-HHMMSS); the result is the api.Checkpoint.
+func (c *Client) CreateSnapshot(ctx context.Context, name string, req api.CreateCheckpointRequest) (api.Operation, error) {
+	var op api.Operation
+	return op, c.do(ctx, "POST", sandboxPath(name)+"/snapshot", req, &op)
+}
+
+// Snapshots lists every named and automatic checkpoint of the account.
+func (c *Client) Snapshots(ctx context.Context) ([]api.Checkpoint, error) {
+	var out []api.Checkpoint
+	return out, c.do(ctx, "GET", "/v1/snapshots", nil, &out)
+}
+
+// DeleteSnapshot deletes a checkpoint named account-wide.
+func (c *Client) DeleteSnapshot(ctx context.Context, ref string) (api.Checkpoint, error) {
+	var out api.Checkpoint
+	return out, c.do(ctx, "DELETE", "/v1/snapshots/"+url.PathEscape(ref), nil, &out)
+}
+
+// ConfigureSandbox changes a sandbox's settings.
+func (c *Client) ConfigureSandbox(ctx context.Context, name string, req api.ConfigureSandboxRequest) (api.Sandbox, error) {
+	var out api.Sandbox
+	return out, c.do(ctx, "PATCH", sandboxPath(name), req, &out)
+}
+
+// Account returns the account's disk use and limit.
+func (c *Client) Account(ctx context.Context) (api.AccountInfo, error) {
+	var out api.AccountInfo
+	return out, c.do(ctx, "GET", "/v1/account", nil, &out)
+}

@@ -18,7 +18,7 @@ import (
 
 func main() {
 	var cfg daemon.Config
-	var poolSize, logLevel string
+	var poolSize, logLevel, diskLimit string
 	flag.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cairn", "directory for the pool, metadata and per-sandbox files")
 	flag.StringVar(&cfg.Socket, "socket", "/run/cairn/cairn.sock", "unix socket of the API (mode 0600)")
 	flag.StringVar(&cfg.Pool, "pool", "", "an existing btrfs directory to use as the pool (default: a loop file in the data dir)")
@@ -26,6 +26,7 @@ func main() {
 	flag.StringVar(&cfg.Runsc, "runsc", "", "path of gVisor's runsc (default: found on PATH)")
 	flag.StringVar(&cfg.InitBinary, "init", "", "path of the cairn-init binary (default: cairn-init next to cairnd)")
 	flag.StringVar(&cfg.CacheDir, "cache-dir", "", "downloads kept between image builds (default: DATA-DIR/cache)")
+	flag.StringVar(&diskLimit, "disk-limit", "", "the account's limit on disk used by sandboxes and checkpoints, e.g. 50G (default: unlimited)")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -45,6 +46,11 @@ func main() {
 		fatal(fmt.Errorf("--pool-size: %w", err))
 	}
 	cfg.PoolSize = size
+	if diskLimit != "" {
+		if cfg.DiskLimit, err = sandbox.ParseSize(diskLimit); err != nil {
+			fatal(fmt.Errorf("--disk-limit: %w", err))
+		}
+	}
 	if cfg.InitBinary == "" {
 		exe, err := os.Executable()
 		if err != nil {

@@ -40,6 +40,7 @@ type Config struct {
 	Runsc      string // runsc binary; default: found on PATH
 	InitBinary string // cairn-init binary on the host
 	CacheDir   string // downloads kept between image builds; default DataDir/cache
+	DiskLimit  int64  // the default account's disk limit in bytes; 0 is unlimited
 }
 
 func (c *Config) defaults() {
@@ -104,6 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtime:    runsc.New(runscPath, filepath.Join(cfg.DataDir, "runsc")),
 		Ops:        ops,
 		Now:        time.Now,
+		DiskLimit:  cfg.DiskLimit,
 	})
 	if err != nil {
 		return err
@@ -112,6 +114,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+
+	go mgr.RunScheduler(opsCtx)
 
 	ln, err := listen(cfg.Socket)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,29 @@ func (s SandboxState) Valid() bool {
 	return s == SandboxStopped || s == SandboxRunning
 }
 
+// DefaultAutoCheckpoint is the automatic checkpoint interval of a sandbox
+// created without one (Sandbox.AutoCheckpoint 0), and of the sandboxes that
+// existed before the interval was kept (schema version 3).
+const DefaultAutoCheckpoint = 5 * time.Minute
+
+// AutoCheckpointSeconds returns the whole number of seconds a store keeps
+// for the automatic checkpoint interval every: 0 stands for
+// DefaultAutoCheckpoint; a negative interval, or one that is not a whole
+// number of seconds, is an error (the store does not round). Whether the
+// interval is sensible (cairnd allows 60 s to 24 h) is the caller's to
+// check, not the store's.
+func AutoCheckpointSeconds(every time.Duration) (int64, error) {
+	switch {
+	case every < 0:
+		return 0, fmt.Errorf("negative automatic checkpoint interval %v", every)
+	case every == 0:
+		every = DefaultAutoCheckpoint
+	case every%time.Second != 0:
+		return 0, fmt.Errorf("automatic checkpoint interval %v is not a whole number of seconds", every)
+	}
+	return int64(every / time.Second), nil
+}
+
 // Sandbox is one sandbox of an account.
 type Sandbox struct {
 	ID          string // random 16 hex chars, immutable, assigned by the caller
@@ -77,13 +101,22 @@ type Sandbox struct {
 	// was made from; "" when none. Set at create, never changed; like
 	// ParentID it may outlive the checkpoint it names.
 	SourceCheckpoint string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// AutoCheckpoint is the interval of the sandbox's automatic checkpoints,
+	// kept in whole seconds. 0 given to CreateSandbox stores
+	// DefaultAutoCheckpoint, so a sandbox read back always has a positive
+	// interval. Changed by SetAutoCheckpoint. The store only rejects
+	// negative and sub-second intervals (see AutoCheckpointSeconds); range
+	// checks are the caller's.
+	AutoCheckpoint time.Duration
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Validate checks what the store itself relies on: an id, an account, a name,
-// a known state and non-negative limits. It does not judge name syntax or
-// image names; the sandbox manager does.
+// a known state, non-negative limits and an automatic checkpoint interval
+// the store can keep (not negative, whole seconds). It does not judge name
+// syntax, image names or whether the interval is in range; the sandbox
+// manager does.
 func (sb Sandbox) Validate() error {
 	switch {
 	case sb.ID == "":
@@ -98,6 +131,9 @@ func (sb Sandbox) Validate() error {
 		return fmt.Errorf("invalid sandbox %s: negative cpus %g", sb.ID, sb.CPUs)
 	case sb.MemoryBytes < 0:
 		return fmt.Errorf("invalid sandbox %s: negative memory %d", sb.ID, sb.MemoryBytes)
+	}
+	if _, err := AutoCheckpointSeconds(sb.AutoCheckpoint); err != nil {
+		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)
 	}
 	return nil
 }
@@ -153,7 +189,13 @@ type Checkpoint struct {
 	Image         string // the image the sandbox was made from (to restore as new)
 	SizeExclusive int64  // bytes only this checkpoint holds (what deleting it frees)
 	SizeTotal     int64  // bytes it refers to in all
-	CreatedAt     time.Time
+	// RootGeneration is the btrfs generation of the sandbox's root
+	// subvolume right after the checkpoint was taken: a root still at that
+	// generation has not changed since. 0 means unknown (checkpoints stored
+	// before schema version 3): treat the disk as changed. Kept as a signed
+	// 64-bit integer, so at most math.MaxInt64 (Validate checks).
+	RootGeneration uint64
+	CreatedAt      time.Time
 }
 
 // ManualSeq returns the per-sandbox id of the n-th manual checkpoint of a
@@ -178,7 +220,8 @@ func isManualSeq(seq string) bool {
 
 // Validate checks a checkpoint given to CreateCheckpoint for what the store
 // itself relies on: an id, an account, a sandbox id and name, a known
-// trigger and consistency, non-negative sizes, and a Seq that is either
+// trigger and consistency, non-negative sizes, a RootGeneration that fits in
+// an int64 (what SQL engines keep), and a Seq that is either
 // empty (the store assigns the next v-id) or not of the v<N> form, which
 // only the store assigns. It does not judge the syntax of names or of
 // automatic ids.
@@ -200,6 +243,8 @@ func (ck Checkpoint) Validate() error {
 		return fmt.Errorf("invalid checkpoint %s: unknown consistency %q", ck.ID, ck.Consistency)
 	case ck.SizeExclusive < 0 || ck.SizeTotal < 0:
 		return fmt.Errorf("invalid checkpoint %s: negative size (exclusive %d, total %d)", ck.ID, ck.SizeExclusive, ck.SizeTotal)
+	case ck.RootGeneration > math.MaxInt64:
+		return fmt.Errorf("invalid checkpoint %s: root generation %d is past %d", ck.ID, ck.RootGeneration, int64(math.MaxInt64))
 	}
 	return nil
 }
@@ -245,13 +290,16 @@ type Store interface {
 	EnsureAccount(ctx context.Context, name string) (Account, error)
 	// AccountByName returns the account called name, or ErrNotFound.
 	AccountByName(ctx context.Context, name string) (Account, error)
+	// ListAccounts returns every account, ordered by id.
+	ListAccounts(ctx context.Context) ([]Account, error)
 
 	// CreateSandbox stores a new sandbox. sb.ID is chosen by the caller.
 	// It fails with ErrConflict when the account already has a sandbox
 	// named sb.Name, or any sandbox has id sb.ID, or checkpoints of a
 	// deleted sandbox still carry sb.ID (a new sandbox would inherit them);
 	// and with ErrNotFound when sb.AccountID is no account. A zero CreatedAt
-	// is set to now, a zero UpdatedAt to CreatedAt. sb.ParentID,
+	// is set to now, a zero UpdatedAt to CreatedAt, a zero AutoCheckpoint
+	// to DefaultAutoCheckpoint. sb.ParentID,
 	// sb.CurrentCheckpoint and sb.SourceCheckpoint need not name existing
 	// rows: a fork outlives its parent and the checkpoint it came from.
 	// The new sandbox's manual checkpoints start at v0.
@@ -277,6 +325,13 @@ type Store interface {
 	// checkpointID is not "" and no checkpoint of the sandbox's account
 	// has that id.
 	SetCurrentCheckpoint(ctx context.Context, sandboxID, checkpointID string) error
+	// SetAutoCheckpoint records every as the sandbox's automatic checkpoint
+	// interval (0 for DefaultAutoCheckpoint) and sets UpdatedAt to now.
+	// ErrNotFound if no sandbox has that id; an interval
+	// AutoCheckpointSeconds rejects is a plain error. The store does not
+	// check the interval's range (cairnd allows 60 s to 24 h): the caller
+	// does.
+	SetAutoCheckpoint(ctx context.Context, sandboxID string, every time.Duration) error
 	// DeleteSandbox removes the sandbox, or returns ErrNotFound if no
 	// sandbox has that id (so a second delete reports ErrNotFound). Its
 	// checkpoints stay: they are deleted one by one, with DeleteCheckpoint.
@@ -308,6 +363,12 @@ type Store interface {
 	// CheckpointByName returns the checkpoint of the account with that
 	// snapshot name, or ErrNotFound. An empty name finds nothing.
 	CheckpointByName(ctx context.Context, accountID int64, name string) (Checkpoint, error)
+	// LatestCheckpoint returns the newest checkpoint of the sandbox, of any
+	// trigger: the last in ListCheckpoints order (greatest CreatedAt, and
+	// of those created at the same instant the one stored last), or
+	// ErrNotFound if it has none. It finds checkpoints of deleted
+	// sandboxes too.
+	LatestCheckpoint(ctx context.Context, sandboxID string) (Checkpoint, error)
 	// ListCheckpoints returns the account's checkpoints that match f,
 	// oldest first: ordered by CreatedAt, and checkpoints created at the
 	// same instant in the order they were stored (so v2 before v10).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/checkpoint"
@@ -69,6 +70,9 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	undo := revert.New()
 	defer undo.Fail()
 
+	if err := m.checkDiskLimit(ctx); err != nil {
+		return metadata.Checkpoint{}, checkpoint.Result{}, err
+	}
 	id := newID()
 	dest := m.cfg.Pool.CheckpointPath(id)
 	m.mu.Lock()
@@ -92,11 +96,23 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 		return metadata.Checkpoint{}, res, errdefs.Wrap(api.CodeCheckpointFailed, err, "checkpoint of %s", sb.Name)
 	}
 	undo.Add(func() { logErr("undo: delete checkpoint snapshot", m.cfg.Pool.Delete(context.Background(), dest)) })
-	ck, err := m.cfg.Store.CreateCheckpoint(ctx, metadata.Checkpoint{
+	// The snapshot carries the root's change marker of the instant it was
+	// taken: the disk changed since iff the root's marker differs.
+	marker, err := volume.ChangeMarker(dest)
+	if err != nil {
+		return metadata.Checkpoint{}, res, err
+	}
+	row := metadata.Checkpoint{
 		ID: id, AccountID: sb.AccountID, SandboxID: sb.ID, SandboxName: sb.Name,
 		Name: opts.Name, Trigger: opts.Trigger, Consistency: res.Consistency,
-		Comment: opts.Comment, Label: opts.Label, Image: sb.Image,
-	})
+		Comment: opts.Comment, Label: opts.Label, Image: sb.Image, RootGeneration: marker,
+	}
+	var ck metadata.Checkpoint
+	if opts.Trigger == api.TriggerManual {
+		ck, err = m.cfg.Store.CreateCheckpoint(ctx, row) // the store numbers it vN
+	} else {
+		ck, err = m.createAuto(ctx, row)
+	}
 	if err != nil {
 		if errors.Is(err, metadata.ErrConflict) {
 			return ck, res, errdefs.Wrap(api.CodeSnapshotNameTaken, err, "a snapshot named %q already exists", opts.Name)
@@ -107,6 +123,72 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	slog.Info("checkpoint created", "sandbox", sb.Name, "id", ck.Seq, "global_id", ck.ID, "trigger", ck.Trigger,
 		"consistency", ck.Consistency, "paused", res.Paused, "quiesce", res.Quiesce)
 	return ck, res, nil
+}
+
+// autoCheckpoint takes an automatic checkpoint with trigger as part of a
+// lifecycle operation. Past the disk limit it is skipped, noted for
+// `cairn status` and reported on op; other failures are reported too. The
+// caller holds sb's disk lock.
+func (m *Manager) autoCheckpoint(ctx context.Context, sb metadata.Sandbox, trigger string, op *operation.Op) error {
+	ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: trigger}, op)
+	m.noteAuto(sb.ID, trigger, err)
+	if err != nil {
+		op.Infof("Automatic checkpoint (%s) skipped: %v", trigger, err)
+		slog.Warn("automatic checkpoint skipped", "sandbox", sb.Name, "trigger", trigger, "err", err)
+		return err
+	}
+	op.Progress("Automatic checkpoint %s taken (%s)", ck.Seq, trigger)
+	return nil
+}
+
+// noteAuto remembers why the last automatic checkpoint of a sandbox was
+// skipped, for `cairn status`; a success clears it.
+func (m *Manager) noteAuto(id, trigger string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		delete(m.autoSkipped, id)
+		return
+	}
+	m.autoSkipped[id] = fmt.Sprintf("%s checkpoint skipped at %s: %v", trigger, m.cfg.Now().UTC().Format(time.RFC3339), err)
+}
+
+// createAuto records an automatic checkpoint under the id
+// auto-<UTC yyyymmddThhmmssZ>, with -2, -3… when that second is taken.
+func (m *Manager) createAuto(ctx context.Context, row metadata.Checkpoint) (metadata.Checkpoint, error) {
+	base := "auto-" + m.cfg.Now().UTC().Format("20060102T150405Z")
+	for i := 1; ; i++ {
+		row.Seq = base
+		if i > 1 {
+			row.Seq = fmt.Sprintf("%s-%d", base, i)
+		}
+		ck, err := m.cfg.Store.CreateCheckpoint(ctx, row)
+		if !errors.Is(err, metadata.ErrConflict) || i >= 100 {
+			return ck, err
+		}
+		if row.Name != "" {
+			if _, nerr := m.cfg.Store.CheckpointByName(ctx, row.AccountID, row.Name); nerr == nil {
+				return ck, err // the name, not the id, is taken
+			}
+		}
+	}
+}
+
+// checkDiskLimit fails with L04 when the account's content has reached the
+// disk limit. Nothing stored is touched.
+func (m *Manager) checkDiskLimit(ctx context.Context) error {
+	if m.cfg.DiskLimit <= 0 {
+		return nil
+	}
+	used, err := m.cfg.Pool.ContentUsage(ctx)
+	if err != nil {
+		return err
+	}
+	if used >= m.cfg.DiskLimit {
+		return errdefs.New(api.CodeDiskLimit, "the account's disk limit is reached (%d of %d bytes used by sandboxes and checkpoints); delete checkpoints or sandboxes to make room",
+			used, m.cfg.DiskLimit)
+	}
+	return nil
 }
 
 // validateSnapshotName checks a snapshot name (same rules as sandbox names).
@@ -170,6 +252,7 @@ func (m *Manager) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 		ID: ck.Seq, GlobalID: ck.ID, Sandbox: ck.SandboxName, Name: ck.Name, Trigger: ck.Trigger,
 		Consistency: ck.Consistency, Comment: ck.Comment, Label: ck.Label, HasMemory: ck.HasMemory,
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
+		Offsite: "pending",
 	}
 	if u, ok := usage[m.cfg.Pool.Rel(m.cfg.Pool.CheckpointPath(ck.ID))]; ok {
 		out.SizeExclusive, out.SizeTotal = u.Exclusive, u.Referenced

@@ -52,6 +52,9 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			return nil, err
 		}
 	}
+	if err := m.checkDiskLimit(ctx); err != nil {
+		return nil, err
+	}
 	var releases []func()
 	releaseAll := func() {
 		for _, r := range releases {

@@ -41,13 +41,20 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err := validateLimits(req.CPUs, memory, hostCPUs()); err != nil {
 		return nil, err
 	}
+	every, err := parseInterval(req.AutoCheckpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkDiskLimit(ctx); err != nil {
+		return nil, err
+	}
 	acct, release, err := m.reserveName(ctx, account, req.Name)
 	if err != nil {
 		return nil, err
 	}
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
-		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory,
+		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory, AutoCheckpoint: every,
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
@@ -109,9 +116,6 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		return err
 	}
 	undo.Add(func() { os.RemoveAll(m.sandboxDir(sb.ID)) })
-	if err := os.WriteFile(filepath.Join(root, "etc", "hostname"), []byte(sb.Name+"\n"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
 
 	op.Progress("Starting sandbox %s", sb.Name)
 	if err := m.startContainer(ctx, sb); err != nil {
@@ -180,6 +184,8 @@ func (m *Manager) Stop(ctx context.Context, account, name string) (*operation.Op
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
 			return nil, err
 		}
+		sb.State = metadata.SandboxStopped
+		m.autoCheckpoint(ctx, sb, api.TriggerStop, op)
 		return m.Get(ctx, account, name)
 	}), nil
 }
@@ -195,6 +201,7 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 		lock := m.diskLock(sb.ID)
 		lock.Lock()
 		defer lock.Unlock()
+		m.autoCheckpoint(ctx, sb, api.TriggerRestart, op)
 		if sb.State == metadata.SandboxRunning {
 			op.Progress("Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {
@@ -227,6 +234,11 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 		lock := m.diskLock(sb.ID)
 		lock.Lock()
 		defer lock.Unlock()
+		// The final checkpoint: the sandbox stays restorable from it (and
+		// from its other automatic checkpoints) for 14 days.
+		if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
+			return nil, fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
+		}
 		if sb.State == metadata.SandboxRunning {
 			op.Progress("Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {

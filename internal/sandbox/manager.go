@@ -60,6 +60,9 @@ type Config struct {
 	Runtime    Runtime
 	Ops        *operation.Registry
 	Now        func() time.Time
+	// DiskLimit is the account's limit in bytes on what its sandboxes and
+	// checkpoints take in the pool; 0 is unlimited.
+	DiskLimit int64
 }
 
 // Manager owns every sandbox of this host.
@@ -71,7 +74,10 @@ type Manager struct {
 	busy     map[string]string      // sandbox id → transient state of the running lifecycle operation
 	reserved map[string]bool        // "account/name" of sandboxes being created
 	ckLocks  map[string]*sync.Mutex // sandbox id → held while its disk is snapshotted or swapped
-	changed  chan struct{}          // closed and replaced when live or busy change
+	// autoSkipped says, per sandbox id, why its last automatic checkpoint
+	// was skipped (disk limit…); shown by status.
+	autoSkipped map[string]string
+	changed     chan struct{} // closed and replaced when live or busy change
 }
 
 // instance is a sandbox whose container cairnd runs or has adopted.
@@ -92,12 +98,13 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		cfg:      cfg,
-		live:     map[string]*instance{},
-		busy:     map[string]string{},
-		reserved: map[string]bool{},
-		ckLocks:  map[string]*sync.Mutex{},
-		changed:  make(chan struct{}),
+		cfg:         cfg,
+		live:        map[string]*instance{},
+		busy:        map[string]string{},
+		reserved:    map[string]bool{},
+		ckLocks:     map[string]*sync.Mutex{},
+		autoSkipped: map[string]string{},
+		changed:     make(chan struct{}),
 	}, nil
 }
 
@@ -224,6 +231,10 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 			out.Parent = sb.ParentID
 		}
 	}
+	out.AutoCheckpointSeconds = int64(sb.AutoCheckpoint / time.Second)
+	if last, err := m.cfg.Store.LatestCheckpoint(ctx, sb.ID); err == nil {
+		out.LastCheckpointAt = &last.CreatedAt
+	}
 	out.CurrentCheckpoint = m.checkpointRef(ctx, sb, sb.CurrentCheckpoint)
 	out.SourceCheckpoint = m.checkpointRef(ctx, metadata.Sandbox{}, sb.SourceCheckpoint)
 	m.mu.Lock()
@@ -231,6 +242,7 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		out.State = st
 	}
 	inst := m.live[sb.ID]
+	out.AutoCheckpointNote = m.autoSkipped[sb.ID]
 	m.mu.Unlock()
 	if inst != nil {
 		out.AgentConnected = inst.agent.Connected()

@@ -66,8 +66,10 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	if safety {
 		op.Progress("Taking a safety checkpoint of the current state")
 		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq}, op)
+		m.noteAuto(sb.ID, api.TriggerRestore, err)
 		if err != nil {
-			return fmt.Errorf("safety checkpoint: %w", err)
+			// Never throw away the current state without its checkpoint.
+			return fmt.Errorf("safety checkpoint (nothing was restored; --no-safety-checkpoint skips it): %w", err)
 		}
 		op.Infof("Safety checkpoint %s taken: `cairn restore %s %s` undoes this restore", safe.Seq, sb.Name, safe.Seq)
 	}
@@ -132,6 +134,9 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	if err := ValidateName(newName); err != nil {
 		return nil, err
 	}
+	if err := m.checkDiskLimit(ctx); err != nil {
+		return nil, err
+	}
 	_, release, err := m.reserveName(ctx, acct.Name, newName)
 	if err != nil {
 		return nil, err
@@ -153,9 +158,9 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 		ID: newID(), AccountID: acct.ID, Name: name, Image: ck.Image, State: metadata.SandboxStopped,
 		ParentID: parentID, SourceCheckpoint: ck.ID, CurrentCheckpoint: ck.ID,
 	}
-	// Keep the source's limits when it still exists.
+	// Keep the source's limits and interval when it still exists.
 	if src, err := m.cfg.Store.SandboxByID(context.Background(), ck.SandboxID); err == nil {
-		sb.CPUs, sb.MemoryBytes = src.CPUs, src.MemoryBytes
+		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint = src.CPUs, src.MemoryBytes, src.AutoCheckpoint
 	} else if !errors.Is(err, metadata.ErrNotFound) {
 		slog.Warn("read source sandbox", "err", err)
 	}

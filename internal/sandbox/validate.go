@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -66,4 +67,24 @@ func validateLimits(cpus float64, memory int64, hostCPUs int) error {
 		return errdefs.New(api.CodeInvalidArgument, "invalid --memory %d bytes: at least 64M", memory)
 	}
 	return nil
+}
+
+// Bounds of the automatic checkpoint interval.
+const (
+	MinAutoCheckpoint = time.Minute
+	MaxAutoCheckpoint = 24 * time.Hour
+)
+
+// parseInterval parses an automatic checkpoint interval ("15m", "1h",
+// "90s"); "" is the default. Automatic checkpoints cannot be switched off.
+func parseInterval(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < MinAutoCheckpoint || d > MaxAutoCheckpoint || d%time.Second != 0 {
+		return 0, errdefs.New(api.CodeInvalidArgument,
+			"invalid --auto-checkpoint %q: a whole number of seconds between 60s and 24h, e.g. 5m or 1h (automatic checkpoints cannot be switched off)", s)
+	}
+	return d, nil
 }

@@ -103,3 +103,57 @@ func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, diff)
 	return nil
 }
+
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
+	var req api.CreateCheckpointRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	op, err := s.sandboxes.CreateSnapshot(r.Context(), s.account(r), r.PathValue("name"), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.sandboxes.Snapshots(r.Context(), s.account(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
+	ck, err := s.sandboxes.DeleteSnapshot(r.Context(), s.account(r), r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ck)
+	return nil
+}
+
+func (s *Server) configureSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.ConfigureSandboxRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.Configure(r.Context(), s.account(r), r.PathValue("name"), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sb)
+	return nil
+}
+
+func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
+	info, err := s.sandboxes.Account(r.Context(), s.account(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}

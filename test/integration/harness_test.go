@@ -82,19 +82,20 @@ type daemon struct {
 	socket  string
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has exited and been reaped
+	flags   []string      // extra cairnd flags
 	log     *os.File
 	client  *client.Client
 }
 
 // startDaemon starts a cairnd on a fresh data dir; it is stopped, its
 // sandboxes deleted and its pool unmounted when the test ends.
-func startDaemon(t *testing.T) *daemon {
+func startDaemon(t *testing.T, flags ...string) *daemon {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cairn-it-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, dataDir: dir, socket: filepath.Join(dir, "cairn.sock")}
+	d := &daemon{t: t, dataDir: dir, socket: filepath.Join(dir, "cairn.sock"), flags: flags}
 	d.client = client.New(d.socket)
 	d.start()
 	t.Cleanup(d.destroy)
@@ -108,9 +109,9 @@ func (d *daemon) start() {
 		d.t.Fatal(err)
 	}
 	d.log = logf
-	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"),
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), append([]string{
 		"--data-dir", d.dataDir, "--socket", d.socket, "--pool-size", "8G",
-		"--cache-dir", testCacheDir, "--log-level", "debug")
+		"--cache-dir", testCacheDir, "--log-level", "debug"}, d.flags...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {

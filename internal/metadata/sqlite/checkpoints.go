@@ -13,7 +13,7 @@ import (
 )
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
-	comment, label, has_memory, image, size_exclusive, size_total, created_at`
+	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -41,9 +41,11 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
-			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal, formatTime(ck.CreatedAt))
+			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
+			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
+			formatTime(ck.CreatedAt))
 		if err != nil {
 			return checkpointWriteError(err, ck)
 		}
@@ -105,6 +107,16 @@ func (s *Store) CheckpointByName(ctx context.Context, accountID int64, name stri
 	return ck, nil
 }
 
+// LatestCheckpoint implements metadata.Store. It walks
+// checkpoints_sandbox_idx backwards, so it reads one row.
+func (s *Store) LatestCheckpoint(ctx context.Context, sandboxID string) (metadata.Checkpoint, error) {
+	ck, err := s.oneCheckpoint(ctx, `WHERE sandbox_id = ? ORDER BY created_at DESC, serial DESC LIMIT 1`, sandboxID)
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: latest checkpoint of sandbox %s: %w", sandboxID, err)
+	}
+	return ck, nil
+}
+
 func (s *Store) oneCheckpoint(ctx context.Context, where string, args ...any) (metadata.Checkpoint, error) {
 	return scanCheckpoint(s.reader.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints `+where, args...))
 }
@@ -161,16 +173,20 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 	var (
 		ck      metadata.Checkpoint
 		name    sql.NullString
+		gen     int64
 		created string
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
-		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &created)
+		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {
 		return metadata.Checkpoint{}, err
 	}
-	ck.Name = name.String
+	if gen < 0 { // CHECK (root_generation >= 0) forbids it
+		return metadata.Checkpoint{}, fmt.Errorf("checkpoint %s: stored root generation %d is negative", ck.ID, gen)
+	}
+	ck.Name, ck.RootGeneration = name.String, uint64(gen)
 	ck.CreatedAt, err = parseTime(created)
 	return ck, err
 }

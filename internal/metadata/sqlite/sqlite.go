@@ -16,6 +16,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -271,7 +272,32 @@ func (s *Store) AccountByName(ctx context.Context, name string) (metadata.Accoun
 	return a, nil
 }
 
-func scanAccount(row *sql.Row) (metadata.Account, error) {
+// ListAccounts implements metadata.Store.
+func (s *Store) ListAccounts(ctx context.Context) ([]metadata.Account, error) {
+	out, err := func() ([]metadata.Account, error) {
+		rows, err := s.reader.QueryContext(ctx, `SELECT id, name, created_at FROM accounts ORDER BY id`)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := []metadata.Account{}
+		for rows.Next() {
+			a, err := scanAccount(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+		}
+		return out, rows.Err()
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("metadata: list accounts: %w", err)
+	}
+	return out, nil
+}
+
+// scanAccount reads one row of id, name, created_at; no row is ErrNotFound.
+func scanAccount(row scanner) (metadata.Account, error) {
 	var (
 		a       metadata.Account
 		created string
@@ -288,7 +314,7 @@ func scanAccount(row *sql.Row) (metadata.Account, error) {
 }
 
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
-	current_checkpoint, source_checkpoint, created_at, updated_at`
+	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, created_at, updated_at`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -299,6 +325,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if err := sb.Validate(); err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
+	autoSeconds, _ := metadata.AutoCheckpointSeconds(sb.AutoCheckpoint) // checked by Validate
 	sb.CreatedAt = s.stamp(sb.CreatedAt)
 	if sb.UpdatedAt.IsZero() {
 		sb.UpdatedAt = sb.CreatedAt
@@ -314,9 +341,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
-			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint),
+			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds,
 			formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt))
 		return err
 	})
@@ -416,14 +443,19 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 			sb               metadata.Sandbox
 			state            string
 			parent, cur, src sql.NullString
+			autoSeconds      int64
 			created, updated string
 		)
 		if err := rows.Scan(&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
-			&parent, &cur, &src, &created, &updated); err != nil {
+			&parent, &cur, &src, &autoSeconds, &created, &updated); err != nil {
 			return nil, err
 		}
 		sb.State, sb.ParentID = metadata.SandboxState(state), parent.String
 		sb.CurrentCheckpoint, sb.SourceCheckpoint = cur.String, src.String
+		if autoSeconds <= 0 || autoSeconds > math.MaxInt64/int64(time.Second) {
+			return nil, fmt.Errorf("sandbox %s: stored automatic checkpoint interval %d s is out of range", sb.ID, autoSeconds)
+		}
+		sb.AutoCheckpoint = time.Duration(autoSeconds) * time.Second
 		if sb.CreatedAt, err = parseTime(created); err != nil {
 			return nil, err
 		}
@@ -477,6 +509,21 @@ func (s *Store) SetCurrentCheckpoint(ctx context.Context, sandboxID, checkpointI
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// SetAutoCheckpoint implements metadata.Store.
+func (s *Store) SetAutoCheckpoint(ctx context.Context, sandboxID string, every time.Duration) error {
+	what := fmt.Sprintf("metadata: set automatic checkpoint interval of sandbox %s to %v", sandboxID, every)
+	seconds, err := metadata.AutoCheckpointSeconds(every)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET auto_checkpoint_seconds = ?, updated_at = ? WHERE id = ?`,
+		seconds, formatTime(s.now()), sandboxID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
 }
 
 // DeleteSandbox implements metadata.Store.

@@ -555,9 +555,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	day := func(d, us int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, us*1000, time.UTC) }
 	want := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
-			ParentID: "0000000000000001", CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
+			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
-			CPUs: 1.5, MemoryBytes: 1024, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
+			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
 	}
 	got, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -580,6 +580,122 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		if err != nil || ck.Seq != wantSeq {
 			t.Errorf("checkpoint %d after the upgrade = %q, %v; want %s", i, ck.Seq, err, wantSeq)
 		}
+	}
+}
+
+// TestUpgradeFromVersion2 builds a database as a cairnd of schema version 2
+// left it (0001 and 0002, with sandboxes and checkpoints in it) and opens it
+// with this store: it must move to the latest version with every row
+// intact, existing sandboxes at the default automatic checkpoint interval
+// (5m) and existing checkpoints at root generation 0 (unknown).
+func TestUpgradeFromVersion2(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite", dsn(path, url.Values{"_txlock": {"immediate"}, "_foreign_keys": {"on"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigrations(ctx, old, ms[:2], time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO accounts (id, name, created_at) VALUES (7, 'alice', '2030-01-01T00:00:00.000000Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, cpus, memory_bytes, parent_id,
+		                       next_checkpoint, current_checkpoint, source_checkpoint, created_at, updated_at)
+		 VALUES ('0000000000000001', 7, 'web', 'debian', 'running', 1.5, 1024, NULL,
+		         2, 'c000000000000001', NULL, '2030-01-02T00:00:00.000001Z', '2030-01-03T00:00:00.000002Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, cpus, memory_bytes, parent_id,
+		                       next_checkpoint, current_checkpoint, source_checkpoint, created_at, updated_at)
+		 VALUES ('0000000000000002', 7, 'fork', 'busybox', 'stopped', 0, 0, '0000000000000001',
+		         0, 'c000000000000001', 'c000000000000001', '2030-01-04T00:00:00.000000Z', '2030-01-04T00:00:00.000000Z')`,
+		`INSERT INTO checkpoints (id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
+		                         comment, label, has_memory, image, size_exclusive, size_total, created_at)
+		 VALUES ('c000000000000001', 7, '0000000000000001', 'web', 'v0', 'snap', 'manual', 'frozen',
+		         'a comment', 'a label', 0, 'debian', 4096, 8192, '2030-01-02T12:00:00.000000Z')`,
+		`INSERT INTO checkpoints (id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
+		                         comment, label, has_memory, image, size_exclusive, size_total, created_at)
+		 VALUES ('c000000000000002', 7, '0000000000000001', 'web', 'v1', NULL, 'manual', 'frozen',
+		         '', '', 0, 'debian', 0, 0, '2030-01-02T13:00:00.000000Z')`,
+		`INSERT INTO checkpoints (id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
+		                         comment, label, has_memory, image, size_exclusive, size_total, created_at)
+		 VALUES ('c000000000000003', 7, '0000000000000001', 'web', 'auto-20300102T130000Z', NULL, 'interval', 'crash',
+		         '', '', 0, 'debian', 0, 0, '2030-01-02T13:00:00.000000Z')`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	clock := storetest.NewClock()
+	s, err := Open(path, clock.Now)
+	if err != nil {
+		t.Fatalf("Open of a version 2 database: %v", err)
+	}
+	defer s.Close()
+	applied := appliedMigrations(t, rawDB(t, path))
+	if len(applied) != latest(t) || applied[1].appliedAt == formatTime(clock.Now()) ||
+		applied[len(applied)-1].appliedAt != formatTime(clock.Now()) {
+		t.Errorf("schema_migrations after the upgrade = %v, want versions up to %d, only the new ones applied now", applied, latest(t))
+	}
+
+	day := func(d, h, us int) time.Time { return time.Date(2030, 1, d, h, 0, 0, us*1000, time.UTC) }
+	wantSbs := []metadata.Sandbox{
+		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
+			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
+			AutoCheckpoint: 5 * time.Minute, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
+			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
+			AutoCheckpoint: 5 * time.Minute, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+	}
+	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sbs) != fmt.Sprint(wantSbs) {
+		t.Errorf("sandboxes after the upgrade:\n got  %+v\n want %+v", sbs, wantSbs)
+	}
+
+	wantCks := []metadata.Checkpoint{
+		{ID: "c000000000000001", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "v0", Name: "snap",
+			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Comment: "a comment", Label: "a label",
+			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, CreatedAt: day(2, 12, 0)},
+		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "v1",
+			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: "debian", CreatedAt: day(2, 13, 0)},
+		{ID: "c000000000000003", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
+			Trigger: metadata.TriggerInterval, Consistency: metadata.ConsistencyCrash, Image: "debian", CreatedAt: day(2, 13, 0)},
+	}
+	cks, err := s.ListCheckpoints(ctx, 7, metadata.CheckpointFilter{IncludeAuto: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(cks) != fmt.Sprint(wantCks) {
+		t.Errorf("checkpoints after the upgrade:\n got  %+v\n want %+v", cks, wantCks)
+	}
+	// The newest: created with v1 at the same instant, stored after it.
+	if ck, err := s.LatestCheckpoint(ctx, "0000000000000001"); err != nil || ck.ID != "c000000000000003" {
+		t.Errorf("LatestCheckpoint after the upgrade = %s, %v; want c000000000000003", ck.ID, err)
+	}
+
+	// The counter carried over; new rows take the new columns.
+	ck, err := s.CreateCheckpoint(ctx, metadata.Checkpoint{
+		ID: "c000000000000004", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web",
+		Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: "debian", RootGeneration: 1 << 40,
+	})
+	if err != nil || ck.Seq != "v2" || ck.RootGeneration != 1<<40 {
+		t.Errorf("checkpoint after the upgrade = %s generation %d, %v; want v2 generation %d", ck.Seq, ck.RootGeneration, err, uint64(1<<40))
+	}
+	if err := s.SetAutoCheckpoint(ctx, "0000000000000001", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := s.SandboxByID(ctx, "0000000000000001"); err != nil || sb.AutoCheckpoint != time.Hour {
+		t.Errorf("interval after SetAutoCheckpoint = %v, %v; want 1h", sb.AutoCheckpoint, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -18,17 +19,18 @@ import (
 // store) with every other field set except CreatedAt.
 func newCheckpoint(id string, sb metadata.Sandbox) metadata.Checkpoint {
 	return metadata.Checkpoint{
-		ID:            id,
-		AccountID:     sb.AccountID,
-		SandboxID:     sb.ID,
-		SandboxName:   sb.Name,
-		Trigger:       metadata.TriggerManual,
-		Consistency:   metadata.ConsistencyFrozen,
-		Comment:       "a comment",
-		Label:         "a label",
-		Image:         sb.Image,
-		SizeExclusive: 4096,
-		SizeTotal:     1 << 30,
+		ID:             id,
+		AccountID:      sb.AccountID,
+		SandboxID:      sb.ID,
+		SandboxName:    sb.Name,
+		Trigger:        metadata.TriggerManual,
+		Consistency:    metadata.ConsistencyFrozen,
+		Comment:        "a comment",
+		Label:          "a label",
+		Image:          sb.Image,
+		SizeExclusive:  4096,
+		SizeTotal:      1 << 30,
+		RootGeneration: 4242,
 	}
 }
 
@@ -786,18 +788,20 @@ func testCheckpointInvalidInput(t *testing.T, open OpenFunc) {
 	create(t, s, sb)
 
 	bad := map[string]func(*metadata.Checkpoint){
-		"empty id":            func(ck *metadata.Checkpoint) { ck.ID = "" },
-		"no account":          func(ck *metadata.Checkpoint) { ck.AccountID = 0 },
-		"no sandbox id":       func(ck *metadata.Checkpoint) { ck.SandboxID = "" },
-		"no sandbox name":     func(ck *metadata.Checkpoint) { ck.SandboxName = "" },
-		"empty trigger":       func(ck *metadata.Checkpoint) { ck.Trigger = "" },
-		"unknown trigger":     func(ck *metadata.Checkpoint) { ck.Trigger = "whim" },
-		"empty consistency":   func(ck *metadata.Checkpoint) { ck.Consistency = "" },
-		"unknown consistency": func(ck *metadata.Checkpoint) { ck.Consistency = "perfect" },
-		"negative exclusive":  func(ck *metadata.Checkpoint) { ck.SizeExclusive = -1 },
-		"negative total":      func(ck *metadata.Checkpoint) { ck.SizeTotal = -1 },
-		"given v-id":          func(ck *metadata.Checkpoint) { ck.Seq = "v7" },
-		"given v0":            func(ck *metadata.Checkpoint) { ck.Seq = "v0" },
+		"empty id":              func(ck *metadata.Checkpoint) { ck.ID = "" },
+		"no account":            func(ck *metadata.Checkpoint) { ck.AccountID = 0 },
+		"no sandbox id":         func(ck *metadata.Checkpoint) { ck.SandboxID = "" },
+		"no sandbox name":       func(ck *metadata.Checkpoint) { ck.SandboxName = "" },
+		"empty trigger":         func(ck *metadata.Checkpoint) { ck.Trigger = "" },
+		"unknown trigger":       func(ck *metadata.Checkpoint) { ck.Trigger = "whim" },
+		"empty consistency":     func(ck *metadata.Checkpoint) { ck.Consistency = "" },
+		"unknown consistency":   func(ck *metadata.Checkpoint) { ck.Consistency = "perfect" },
+		"negative exclusive":    func(ck *metadata.Checkpoint) { ck.SizeExclusive = -1 },
+		"negative total":        func(ck *metadata.Checkpoint) { ck.SizeTotal = -1 },
+		"given v-id":            func(ck *metadata.Checkpoint) { ck.Seq = "v7" },
+		"given v0":              func(ck *metadata.Checkpoint) { ck.Seq = "v0" },
+		"generation past int64": func(ck *metadata.Checkpoint) { ck.RootGeneration = math.MaxInt64 + 1 },
+		"generation max uint64": func(ck *metadata.Checkpoint) { ck.RootGeneration = math.MaxUint64 },
 	}
 	for what, mutate := range bad {
 		ck := newCheckpoint("c000000000000001", sb)

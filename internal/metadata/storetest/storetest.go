@@ -67,6 +67,11 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CheckpointNotFound", testCheckpointNotFound},
 		{"CheckpointInvalidInput", testCheckpointInvalidInput},
 		{"CheckpointPersistence", testCheckpointPersistence},
+		{"ListAccounts", testListAccounts},
+		{"AutoCheckpointDefault", testAutoCheckpointDefault},
+		{"SetAutoCheckpoint", testSetAutoCheckpoint},
+		{"CheckpointRootGeneration", testCheckpointRootGeneration},
+		{"LatestCheckpoint", testLatestCheckpoint},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -127,15 +132,18 @@ func ensureAccount(t *testing.T, s metadata.Store, name string) metadata.Account
 }
 
 // newSandbox returns a valid sandbox with every field set except the times.
+// Its AutoCheckpoint is not the default, so every comparison of a sandbox
+// read back also checks that the interval round-trips.
 func newSandbox(id string, accountID int64, name string) metadata.Sandbox {
 	return metadata.Sandbox{
-		ID:          id,
-		AccountID:   accountID,
-		Name:        name,
-		Image:       "debian",
-		State:       metadata.SandboxStopped,
-		CPUs:        1.5,
-		MemoryBytes: 512 << 20,
+		ID:             id,
+		AccountID:      accountID,
+		Name:           name,
+		Image:          "debian",
+		State:          metadata.SandboxStopped,
+		CPUs:           1.5,
+		MemoryBytes:    512 << 20,
+		AutoCheckpoint: 15 * time.Minute,
 	}
 }
 
@@ -261,11 +269,12 @@ func testCreateAndGet(t *testing.T, open OpenFunc) {
 	}
 	sameSandbox(t, "SandboxByName", got, want)
 
-	// Zero limits and no parent round-trip as zero.
+	// Zero limits and no parent round-trip as zero; no interval reads back
+	// as the default.
 	plain := metadata.Sandbox{ID: "1111111111111111", AccountID: a.ID, Name: "plain", Image: "busybox", State: metadata.SandboxStopped}
 	create(t, s, plain)
 	if got := byID(t, s, plain.ID); got.CPUs != 0 || got.MemoryBytes != 0 || got.ParentID != "" || got.Image != "busybox" ||
-		got.CurrentCheckpoint != "" || got.SourceCheckpoint != "" {
+		got.CurrentCheckpoint != "" || got.SourceCheckpoint != "" || got.AutoCheckpoint != metadata.DefaultAutoCheckpoint {
 		t.Errorf("plain sandbox = %+v", got)
 	}
 }
@@ -383,6 +392,8 @@ func testNotFound(t *testing.T, open OpenFunc) {
 	wantErr(t, "SandboxByName(unknown account)", err, metadata.ErrNotFound)
 	err = s.SetSandboxState(ctx, "ffffffffffffffff", metadata.SandboxRunning)
 	wantErr(t, "SetSandboxState(unknown)", err, metadata.ErrNotFound)
+	err = s.SetAutoCheckpoint(ctx, "ffffffffffffffff", time.Hour)
+	wantErr(t, "SetAutoCheckpoint(unknown)", err, metadata.ErrNotFound)
 	err = s.DeleteSandbox(ctx, "ffffffffffffffff")
 	wantErr(t, "DeleteSandbox(unknown)", err, metadata.ErrNotFound)
 	err = s.CreateSandbox(ctx, newSandbox("0000000000000002", a.ID+1000, "web"))
@@ -407,6 +418,8 @@ func testInvalidInput(t *testing.T, open OpenFunc) {
 		"unknown state":   func(sb *metadata.Sandbox) { sb.State = "flying" },
 		"negative cpus":   func(sb *metadata.Sandbox) { sb.CPUs = -1 },
 		"negative memory": func(sb *metadata.Sandbox) { sb.MemoryBytes = -1 },
+		"negative auto":   func(sb *metadata.Sandbox) { sb.AutoCheckpoint = -time.Minute },
+		"sub-second auto": func(sb *metadata.Sandbox) { sb.AutoCheckpoint = 90*time.Second + time.Millisecond },
 	}
 	for what, mutate := range bad {
 		sb := newSandbox("0000000000000001", a.ID, "web")
@@ -600,6 +613,9 @@ func testPersistence(t *testing.T, open OpenFunc) {
 	if err := s.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.SetAutoCheckpoint(ctx, sb.ID, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteSandbox(ctx, "0000000000000002"); err != nil {
 		t.Fatal(err)
 	}
@@ -658,6 +674,15 @@ func testCancelledContext(t *testing.T, open OpenFunc) {
 	}
 	if _, err := s.ListCheckpoints(ctx, a.ID, metadata.CheckpointFilter{IncludeAuto: true}); err == nil {
 		t.Errorf("ListCheckpoints with a cancelled context succeeded")
+	}
+	if _, err := s.ListAccounts(ctx); err == nil {
+		t.Errorf("ListAccounts with a cancelled context succeeded")
+	}
+	if err := s.SetAutoCheckpoint(ctx, sb.ID, time.Hour); err == nil {
+		t.Errorf("SetAutoCheckpoint with a cancelled context succeeded")
+	}
+	if got := byID(t, s, sb.ID); got.AutoCheckpoint != sb.AutoCheckpoint {
+		t.Errorf("interval changed despite the cancelled context: %v", got.AutoCheckpoint)
 	}
 	// The failed creation took no number.
 	if got := createCk(t, s, newCheckpoint("c000000000000002", sb)); got.Seq != "v0" {
