@@ -7,7 +7,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 .PHONY: build deps test-deps run test lint bench clean
 
 build:
-	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init ./cmd/cairn-env
 
 deps:
 	@scripts/install-deps.sh

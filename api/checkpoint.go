@@ -49,6 +49,8 @@ type CreateCheckpointRequest struct {
 	Comment string `json:"comment,omitempty"`
 	Label   string `json:"label,omitempty"`
 	Name    string `json:"name,omitempty"` // make it a named snapshot
+	// Memory asks for a memory checkpoint (processes and memory too).
+	Memory bool `json:"memory,omitempty"`
 }
 
 // RestoreRequest is the body of POST /v1/sandboxes/{name}/checkpoints/{id}/restore.

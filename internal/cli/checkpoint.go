@@ -97,11 +97,17 @@ func runCheckpointCreate(ctx context.Context, opts checkpointCreateOptions, g *g
 	if g.JSON {
 		return g.printJSON(ck)
 	}
-	if ck.Consistency == "crash" {
-		fmt.Fprintf(g.stderr, "warning: the file system of %s did not quiesce in time: %s is crash-consistent\n", opts.Name, ck.ID)
-	}
+	warnCrash(g, opts.Name, ck)
 	g.printf("Checkpoint created: %s\n", ck.ID)
 	return nil
+}
+
+// warnCrash warns on stderr when a checkpoint just taken of sandbox name
+// is only crash-consistent.
+func warnCrash(g *globalOptions, name string, ck api.Checkpoint) {
+	if ck.Consistency == "crash" {
+		fmt.Fprintf(g.stderr, "warning: the file system of %s did not quiesce in time: %s is crash-consistent\n", name, ck.ID)
+	}
 }
 
 // checkpointListOptions are the arguments and flags of cairn checkpoint
@@ -119,12 +125,14 @@ func newCheckpointListCommand(g *globalOptions) *cobra.Command {
 		Short:   "List a sandbox's checkpoints",
 		Long: `List the checkpoints of sandbox NAME, oldest first: id, age, trigger (why it
 exists: manual, interval, stop, restart, fork, delete, restore), consistency
-(frozen or crash), size, total, whether it holds memory, and its comment (or
-[label]). The current checkpoint, the state the disk was last restored or
-forked from, is marked with "*".
+(frozen or crash), size, total, whether it holds memory, its comment (or
+[label]) and its off-site state. The current checkpoint, the state the disk
+was last restored or forked from, is marked with "*".
 
 SIZE is what only this checkpoint holds: what deleting it frees. TOTAL is
-all the data it refers to, shared data included.
+all the data it refers to, shared data included. OFF-SITE is pending,
+uploading, uploaded ×1 (one location holds all of it), uploaded ×2 (both
+do: it is off-site) or failed.
 
 Automatic checkpoints are left out unless --include-auto. --json prints an
 array of checkpoint objects.`,
@@ -153,7 +161,7 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 	}
 	now := g.now()
 	current := false
-	t := newTable(g.stdout, "ID", "CREATED", "TRIGGER", "CONSISTENCY", "SIZE", "TOTAL", "MEMORY", "COMMENT")
+	t := newTable(g.stdout, "ID", "CREATED", "TRIGGER", "CONSISTENCY", "SIZE", "TOTAL", "MEMORY", "COMMENT", "OFF-SITE")
 	for _, ck := range cks {
 		id := ck.ID
 		if ck.Current {
@@ -165,7 +173,7 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 			memory = "yes"
 		}
 		t.Row(id, formatAge(now, ck.CreatedAt), ck.Trigger, ck.Consistency,
-			formatSize(ck.SizeExclusive), formatSize(ck.SizeTotal), memory, checkpointNote(ck))
+			formatSize(ck.SizeExclusive), formatSize(ck.SizeTotal), memory, checkpointNote(ck), orDash(ck.Offsite))
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -204,8 +212,8 @@ func newCheckpointInfoCommand(g *globalOptions) *cobra.Command {
 		Long: `Show what cairnd knows about checkpoint ID of sandbox NAME: its ids (per
 sandbox and account-wide), snapshot name, creation time, trigger,
 consistency, comment, label, whether it holds memory, its size (what
-deleting it frees), its total (all the data it refers to) and whether it is
-the current checkpoint.`,
+deleting it frees), its total (all the data it refers to), its off-site
+state and whether it is the current checkpoint.`,
 		Example: `  cairn checkpoint info web v2
   cairn checkpoint get web auto-20260301T120000Z --json`,
 		Args: exactArgs("NAME", "ID"),
@@ -242,6 +250,7 @@ func runCheckpointInfo(ctx context.Context, opts checkpointRef, g *globalOptions
 	t.Row("memory", yesNo(ck.HasMemory))
 	t.Row("size", formatSize(ck.SizeExclusive)+" (freed by deleting it)")
 	t.Row("total", formatSize(ck.SizeTotal))
+	t.Row("off-site", orDash(ck.Offsite))
 	t.Row("current", current)
 	return t.Flush()
 }

@@ -19,13 +19,13 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 var testCheckpoints = []api.Checkpoint{
 	{ID: "v0", GlobalID: "ck-100", Sandbox: "web", Trigger: api.TriggerManual, Consistency: "frozen",
 		Comment: "fresh install", Image: "debian", CreatedAt: testNow.Add(-2 * time.Hour),
-		SizeExclusive: 12<<20 + 512<<10, SizeTotal: 300 << 20},
+		SizeExclusive: 12<<20 + 512<<10, SizeTotal: 300 << 20, Offsite: "uploaded ×2"},
 	{ID: "auto-20260301T115000Z", GlobalID: "ck-101", Sandbox: "web", Trigger: api.TriggerInterval,
 		Consistency: "crash", Image: "debian", CreatedAt: testNow.Add(-10 * time.Minute),
-		SizeExclusive: 900, SizeTotal: 301 << 20, HasMemory: true, Current: true},
+		SizeExclusive: 900, SizeTotal: 301 << 20, HasMemory: true, Current: true, Offsite: "uploading"},
 	{ID: "v1", GlobalID: "ck-102", Sandbox: "web", Name: "before-upgrade", Trigger: api.TriggerManual,
 		Consistency: "frozen", Label: "stable", Image: "debian", CreatedAt: testNow.Add(-3 * time.Minute),
-		SizeExclusive: 0, SizeTotal: 302 << 20},
+		SizeExclusive: 0, SizeTotal: 302 << 20, Offsite: "pending"},
 }
 
 func TestCheckpointCreatePrintsID(t *testing.T) {
@@ -143,10 +143,10 @@ func TestCheckpointListTable(t *testing.T) {
 		t.Errorf("query %q, want include_auto=true", query)
 	}
 	want := "" +
-		"ID                       CREATED       TRIGGER    CONSISTENCY   SIZE      TOTAL    MEMORY   COMMENT\n" +
-		"v0                       2 hours ago   manual     frozen        12.5MiB   300MiB   -        fresh install\n" +
-		"auto-20260301T115000Z*   10 min ago    interval   crash         900B      301MiB   yes      -\n" +
-		"v1                       3 min ago     manual     frozen        0B        302MiB   -        [stable]\n" +
+		"ID                       CREATED       TRIGGER    CONSISTENCY   SIZE      TOTAL    MEMORY   COMMENT         OFF-SITE\n" +
+		"v0                       2 hours ago   manual     frozen        12.5MiB   300MiB   -        fresh install   uploaded ×2\n" +
+		"auto-20260301T115000Z*   10 min ago    interval   crash         900B      301MiB   yes      -               uploading\n" +
+		"v1                       3 min ago     manual     frozen        0B        302MiB   -        [stable]        pending\n" +
 		"* current: the state the disk was last restored or forked from\n"
 	if out.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
@@ -215,6 +215,7 @@ func TestCheckpointInfo(t *testing.T) {
 		"memory        no\n",
 		"size          0B (freed by deleting it)\n",
 		"total         302MiB\n",
+		"off-site      pending\n",
 		"current       no\n",
 	} {
 		if !strings.Contains(out.String(), line) {
@@ -372,6 +373,11 @@ func TestCheckpointUsageErrorsExit2(t *testing.T) {
 		{"fork", "web", "--count", "many"},
 		{"snapshot", "bogus"},
 		{"snapshot", "restore", "before-upgrade"},
+		{"snapshot", "create"},
+		{"snapshot", "list", "extra"},
+		{"snapshot", "delete"},
+		{"snapshot", "delete", "a", "b"},
+		{"account", "extra"},
 		{"diff", "web"},
 		{"diff", "web", "v1", "v2", "v3"},
 		{"status"},
@@ -395,7 +401,8 @@ func TestCheckpointHelpHasExamples(t *testing.T) {
 	for _, path := range [][]string{
 		{"checkpoint"}, {"checkpoint", "create"}, {"checkpoint", "list"}, {"checkpoint", "info"},
 		{"checkpoint", "delete"}, {"checkpoint", "restore"}, {"restore"}, {"rollback"}, {"fork"},
-		{"snapshot"}, {"snapshot", "restore"}, {"diff"}, {"status"},
+		{"snapshot"}, {"snapshot", "create"}, {"snapshot", "list"}, {"snapshot", "delete"},
+		{"snapshot", "restore"}, {"diff"}, {"status"}, {"config"}, {"account"}, {"create"}, {"info"},
 	} {
 		cmd, _, err := root.Find(path)
 		if err != nil || cmd.CommandPath() != "cairn "+strings.Join(path, " ") {

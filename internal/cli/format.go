@@ -140,3 +140,25 @@ func (t *table) Row(cells ...string) {
 
 // Flush writes the table out.
 func (t *table) Flush() error { return t.tw.Flush() }
+
+// formatInterval renders an interval of seconds in the largest unit that
+// divides it: "90 s", "5 min", "1 h", "90 min" (1h30m).
+func formatInterval(seconds int64) string {
+	switch {
+	case seconds != 0 && seconds%3600 == 0:
+		return fmt.Sprintf("%d h", seconds/3600)
+	case seconds != 0 && seconds%60 == 0:
+		return fmt.Sprintf("%d min", seconds/60)
+	}
+	return fmt.Sprintf("%d s", seconds)
+}
+
+// formatAutoCheckpoint renders a sandbox's automatic checkpoint policy:
+// "every 5 min when the disk changed"; "" when the interval is unknown
+// (0, from a daemon that does not report it).
+func formatAutoCheckpoint(seconds int64) string {
+	if seconds <= 0 {
+		return ""
+	}
+	return "every " + formatInterval(seconds) + " when the disk changed"
+}

@@ -70,3 +70,25 @@ func TestTableAlignsAndSanitizes(t *testing.T) {
 		t.Errorf("table:\n%q\nwant\n%q", buf.String(), want)
 	}
 }
+
+func TestFormatInterval(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{60 * time.Second, "1 min"},
+		{90 * time.Second, "90 s"},
+		{5 * time.Minute, "5 min"},
+		{15 * time.Minute, "15 min"},
+		{time.Hour, "1 h"},
+		{time.Hour + 30*time.Minute, "90 min"},
+		{24 * time.Hour, "24 h"},
+	} {
+		if got := formatInterval(int64(tc.d / time.Second)); got != tc.want {
+			t.Errorf("formatInterval(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+	if got := formatAutoCheckpoint(0); got != "" {
+		t.Errorf("formatAutoCheckpoint(0) = %q, want empty", got)
+	}
+}

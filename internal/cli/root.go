@@ -2,10 +2,10 @@
 // Go SDK in package client.
 //
 // Layout: one file per command group (sandbox.go, exec.go, checkpoint.go,
-// fork.go, snapshot.go, diff.go, image.go, version.go); each command has an
-// options struct and a run… function that tests call directly. Output
-// helpers and the mapping from errors to exit codes live here; formatting of
-// sizes, ages and tables in format.go.
+// fork.go, snapshot.go, diff.go, image.go, account.go, version.go); each
+// command has an options struct and a run… function that tests call
+// directly. Output helpers and the mapping from errors to exit codes live
+// here; formatting of sizes, ages, intervals and tables in format.go.
 //
 // Exit codes: 0 success; 1 a command failed (the error is printed as
 // "error CODE: message" on stderr, or as {"error":{…}} on stdout with
@@ -113,6 +113,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newListCommand(g),
 		newInfoCommand(g),
 		newStatusCommand(g),
+		newConfigCommand(g),
 		newStartCommand(g),
 		newStopCommand(g),
 		newRestartCommand(g),
@@ -126,6 +127,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newExecCommand(g),
 		newConsoleCommand(g),
 		newImageCommand(g),
+		newAccountCommand(g),
 		newVersionCommand(g),
 	)
 	return root

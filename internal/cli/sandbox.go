@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,10 +16,11 @@ import (
 
 // createOptions are the flags of cairn create.
 type createOptions struct {
-	Name   string
-	Image  string
-	CPUs   float64
-	Memory string
+	Name           string
+	Image          string
+	CPUs           float64
+	Memory         string
+	AutoCheckpoint string // interval, e.g. "15m"; "" for the daemon's default
 }
 
 func newCreateCommand(g *globalOptions) *cobra.Command {
@@ -34,9 +36,14 @@ Ctrl-C stops following; the creation goes on in cairnd.
 
 NAME: up to 63 lowercase letters, digits and dashes, starting with a letter
 or digit.
---memory takes a size such as 512M or 2G.`,
+--memory takes a size such as 512M or 2G.
+--auto-checkpoint sets how often cairnd checkpoints the sandbox's disk on
+its own, and only when the disk changed since the last checkpoint: a
+duration from 60s to 24h such as 90s, 15m or 1h (default 5m). Automatic
+checkpoints cannot be switched off; "cairn config" changes the interval.`,
 		Example: `  cairn create web
-  cairn create dev --image debian --cpus 2 --memory 2G`,
+  cairn create dev --image debian --cpus 2 --memory 2G
+  cairn create agent --auto-checkpoint 15m`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -47,16 +54,18 @@ or digit.
 	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian; see \"cairn image list\")")
 	f.Float64Var(&opts.CPUs, "cpus", 0, "CPU limit, e.g. 1.5 (default: no limit)")
 	f.StringVar(&opts.Memory, "memory", "", "memory limit, e.g. 512M, 2G (default: no limit)")
+	f.StringVar(&opts.AutoCheckpoint, "auto-checkpoint", "", "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
 	return cmd
 }
 
 func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error {
 	c := g.client()
 	op, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{
-		Name:   opts.Name,
-		Image:  opts.Image,
-		CPUs:   opts.CPUs,
-		Memory: opts.Memory,
+		Name:           opts.Name,
+		Image:          opts.Image,
+		CPUs:           opts.CPUs,
+		Memory:         opts.Memory,
+		AutoCheckpoint: opts.AutoCheckpoint,
 	})
 	if err != nil {
 		return err
@@ -132,8 +141,8 @@ func newInfoCommand(g *globalOptions) *cobra.Command {
 		Short: "Show a sandbox's details",
 		Long: `Show what cairnd knows about one sandbox: id, state, image, limits,
 parent, creation time, whether cairn-init inside answers, the host pid of
-its runsc process while it runs, its checkpoints of reference and the disk
-space it uses.
+its runsc process while it runs, its checkpoints of reference, how often it
+is checkpointed automatically and the disk space it uses.
 
 current checkpoint: the checkpoint its disk was last restored or forked
 from (it cannot be deleted). source checkpoint: SANDBOX/ID of the checkpoint
@@ -174,6 +183,7 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("pid", pid)
 	t.Row("current checkpoint", orDash(sb.CurrentCheckpoint))
 	t.Row("source checkpoint", orDash(sb.SourceCheckpoint))
+	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
@@ -196,12 +206,16 @@ func newStatusCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a sandbox's state and checkpoints at a glance",
-		Long: `Show a short summary of one sandbox: its state and image, how many
-checkpoints it has (automatic ones included) and the newest of them, and
-the disk space it and its checkpoints use. "cairn info" has the details,
-"cairn checkpoint list" the checkpoints.
+		Long: `Show a short summary of one sandbox: its state and image; when its disk
+was last saved (by a checkpoint of any trigger), its off-site state and how
+often it is checkpointed automatically; why the last automatic checkpoint
+was skipped, if it was (note); and the disk space it and its checkpoints
+use. "cairn info" has the details, "cairn checkpoint list" the checkpoints.
 
---json prints {"sandbox":{…},"checkpoints":[…]}.`,
+  checkpoints   Saved 3 min ago · off-site — · every 5 min when the disk changed
+
+--json prints {"sandbox":{…},"checkpoints":[…]}, automatic checkpoints
+included, oldest first.`,
 		Example: `  cairn status web
   cairn status web --json`,
 		Args: exactArgs("NAME"),
@@ -224,38 +238,98 @@ func runStatus(ctx context.Context, opts statusOptions, g *globalOptions) error 
 	if err != nil {
 		return err
 	}
-	cks, err := c.Checkpoints(ctx, opts.Name, true)
-	if err != nil {
-		return err
-	}
-	if cks == nil {
-		cks = []api.Checkpoint{}
-	}
 	if g.JSON {
+		cks, err := c.Checkpoints(ctx, opts.Name, true)
+		if err != nil {
+			return err
+		}
+		if cks == nil {
+			cks = []api.Checkpoint{}
+		}
 		return g.printJSON(statusJSON{Sandbox: sb, Checkpoints: cks})
 	}
 	g.printf("%s  %s  (image %s)\n", sb.Name, sb.State, sb.Image)
 	t := newTable(g.stdout)
-	t.Row("checkpoints", formatCheckpointSummary(g.now(), cks))
+	t.Row("checkpoints", formatCheckpointStatus(g.now(), sb))
+	if sb.AutoCheckpointNote != "" {
+		t.Row("note", sb.AutoCheckpointNote)
+	}
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
 	return t.Flush()
 }
 
-// formatCheckpointSummary renders how many checkpoints there are and the
-// newest: "4 · last v3 (12.5MiB) 3 min ago", or "none yet".
-func formatCheckpointSummary(now time.Time, cks []api.Checkpoint) string {
-	if len(cks) == 0 {
-		return "none yet"
+// offsiteUnknown is the off-site part of the status line until cairnd
+// reports when a sandbox's data last reached both locations.
+const offsiteUnknown = "—"
+
+// formatCheckpointStatus renders the checkpoints line of cairn status:
+// "Saved 3 min ago · off-site — · every 5 min when the disk changed", or
+// "Never saved · …" when the sandbox has no checkpoint yet.
+func formatCheckpointStatus(now time.Time, sb api.Sandbox) string {
+	saved := "Never saved"
+	if sb.LastCheckpointAt != nil && !sb.LastCheckpointAt.IsZero() {
+		saved = "Saved " + formatAge(now, *sb.LastCheckpointAt)
 	}
-	last := cks[0]
-	for _, ck := range cks[1:] {
-		if !ck.CreatedAt.Before(last.CreatedAt) {
-			last = ck
-		}
+	parts := []string{saved, "off-site " + offsiteUnknown}
+	if every := formatAutoCheckpoint(sb.AutoCheckpointSeconds); every != "" {
+		parts = append(parts, every)
 	}
-	return fmt.Sprintf("%d · last %s (%s) %s", len(cks), last.ID, formatSize(last.SizeExclusive), formatAge(now, last.CreatedAt))
+	return strings.Join(parts, " · ")
+}
+
+// configOptions are the arguments and flags of cairn config.
+type configOptions struct {
+	Name           string
+	AutoCheckpoint string // new interval of automatic checkpoints, e.g. "15m"
+}
+
+func newConfigCommand(g *globalOptions) *cobra.Command {
+	var opts configOptions
+	cmd := &cobra.Command{
+		Use:   "config NAME --auto-checkpoint DURATION",
+		Short: "Change a sandbox's settings",
+		Long: `Change settings of sandbox NAME; settings not given stay as they are, and
+at least one must be given.
+
+--auto-checkpoint sets how often cairnd checkpoints the sandbox's disk on
+its own, and only when the disk changed since the last checkpoint: a
+duration from 60s to 24h such as 90s, 15m or 1h. Automatic checkpoints
+cannot be switched off. The sandbox need not be running.
+
+--json prints the sandbox.`,
+		Example: `  cairn config web --auto-checkpoint 15m
+  cairn config web --auto-checkpoint 1h --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if opts.AutoCheckpoint == "" {
+				return usageErrorf("nothing to change: give --auto-checkpoint DURATION")
+			}
+			return runConfig(cmd.Context(), opts, g)
+		},
+	}
+	cmd.Flags().StringVar(&opts.AutoCheckpoint, "auto-checkpoint", "", "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
+	return cmd
+}
+
+func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error {
+	sb, err := g.client().ConfigureSandbox(ctx, opts.Name, api.ConfigureSandboxRequest{
+		AutoCheckpoint: opts.AutoCheckpoint,
+	})
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(sb)
+	}
+	every := formatAutoCheckpoint(sb.AutoCheckpointSeconds)
+	if every == "" {
+		every = "every " + opts.AutoCheckpoint + " when the disk changed"
+	}
+	g.printf("Sandbox %s: automatic checkpoints %s\n", opts.Name, every)
+	return nil
 }
 
 // startOptions are the arguments of cairn start.

@@ -51,7 +51,8 @@ func writeEvents(w http.ResponseWriter, evs ...api.Event) {
 
 var testSandboxes = []api.Sandbox{
 	{ID: "sb-1", Name: "web", Image: "debian", State: api.StateRunning, CPUs: 2, MemoryBytes: 512 << 20,
-		CreatedAt: time.Date(2026, 3, 1, 11, 57, 0, 0, time.UTC), AgentConnected: true, Pid: 4242},
+		CreatedAt: time.Date(2026, 3, 1, 11, 57, 0, 0, time.UTC), AgentConnected: true, Pid: 4242,
+		AutoCheckpointSeconds: 300},
 	{ID: "sb-2", Name: "web-fork", Image: "debian", State: api.StateStopped, Parent: "web",
 		CreatedAt: time.Date(2026, 2, 27, 12, 0, 0, 0, time.UTC)},
 }
@@ -159,6 +160,7 @@ func TestInfoHuman(t *testing.T) {
 		"pid                  4242\n",
 		"current checkpoint   v2\n",
 		"source checkpoint    -\n",
+		"auto-checkpoint      every 5 min when the disk changed\n",
 		"disk                 1.3GiB in the sandbox, 300MiB in 4 checkpoints\n",
 	} {
 		if !strings.Contains(out.String(), line) {
@@ -244,10 +246,10 @@ func TestFollowInterruptedNamesOperation(t *testing.T) {
 	}
 }
 
-func statusDaemon(t *testing.T, cks []api.Checkpoint) string {
+// statusDaemon answers for sandbox sb (named web) and its checkpoints cks.
+func statusDaemon(t *testing.T, sb api.Sandbox, cks []api.Checkpoint) string {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
-		sb := testSandboxes[0]
 		sb.Disk = &api.DiskUsage{Sandbox: 40 << 20, CheckpointCount: len(cks)}
 		for _, ck := range cks {
 			sb.Disk.Checkpoints += ck.SizeExclusive
@@ -265,34 +267,66 @@ func statusDaemon(t *testing.T, cks []api.Checkpoint) string {
 }
 
 func TestStatusHuman(t *testing.T) {
+	ago := func(d time.Duration) *time.Time { at := testNow.Add(-d); return &at }
 	for _, tc := range []struct {
-		cks  []api.Checkpoint
-		want string
+		name  string
+		every time.Duration
+		last  *time.Time
+		note  string
+		cks   []api.Checkpoint
+		want  string
 	}{
-		{testCheckpoints, "" +
+		{"5 min", 5 * time.Minute, ago(3*time.Minute + 10*time.Second), "", testCheckpoints, "" +
 			"web  running  (image debian)\n" +
-			"checkpoints   3 · last v1 (0B) 3 min ago\n" +
+			"checkpoints   Saved 3 min ago · off-site — · every 5 min when the disk changed\n" +
 			"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"},
-		{nil, "" +
+		{"90 s", 90 * time.Second, ago(42 * time.Second), "", testCheckpoints, "" +
 			"web  running  (image debian)\n" +
-			"checkpoints   none yet\n" +
+			"checkpoints   Saved 42 sec ago · off-site — · every 90 s when the disk changed\n" +
+			"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"},
+		{"1 h", time.Hour, ago(2 * time.Hour), "", testCheckpoints, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   Saved 2 hours ago · off-site — · every 1 h when the disk changed\n" +
+			"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"},
+		{"90 min", time.Hour + 30*time.Minute, ago(0), "", testCheckpoints, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   Saved just now · off-site — · every 90 min when the disk changed\n" +
+			"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"},
+		{"never saved", 5 * time.Minute, nil, "", nil, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   Never saved · off-site — · every 5 min when the disk changed\n" +
+			"disk          40MiB in the sandbox, 0B in 0 checkpoints\n"},
+		{"note", 15 * time.Minute, ago(20 * time.Minute), "skipped at 11:55: the account's disk limit is reached", testCheckpoints, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   Saved 20 min ago · off-site — · every 15 min when the disk changed\n" +
+			"note          skipped at 11:55: the account's disk limit is reached\n" +
+			"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"},
+		{"interval unknown", 0, nil, "", nil, "" +
+			"web  running  (image debian)\n" +
+			"checkpoints   Never saved · off-site —\n" +
 			"disk          40MiB in the sandbox, 0B in 0 checkpoints\n"},
 	} {
-		var out bytes.Buffer
-		g := newGlobalOptions(nil, &out, &out)
-		g.Socket = statusDaemon(t, tc.cks)
-		g.now = func() time.Time { return testNow }
-		if err := runStatus(context.Background(), statusOptions{Name: "web"}, g); err != nil {
-			t.Fatal(err)
-		}
-		if out.String() != tc.want {
-			t.Errorf("status:\n%s\nwant:\n%s", out.String(), tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			sb := testSandboxes[0]
+			sb.AutoCheckpointSeconds = int64(tc.every / time.Second)
+			sb.LastCheckpointAt = tc.last
+			sb.AutoCheckpointNote = tc.note
+			var out bytes.Buffer
+			g := newGlobalOptions(nil, &out, &out)
+			g.Socket = statusDaemon(t, sb, tc.cks)
+			g.now = func() time.Time { return testNow }
+			if err := runStatus(context.Background(), statusOptions{Name: "web"}, g); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tc.want {
+				t.Errorf("status:\n%s\nwant:\n%s", out.String(), tc.want)
+			}
+		})
 	}
 }
 
 func TestStatusJSON(t *testing.T) {
-	code, stdout, stderr := runCLI(t, context.Background(), "--socket", statusDaemon(t, nil), "--json", "status", "web")
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", statusDaemon(t, testSandboxes[0], nil), "--json", "status", "web")
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
@@ -308,5 +342,73 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if got.Checkpoints == nil || len(*got.Checkpoints) != 0 {
 		t.Errorf("checkpoints %v, want an empty array (not null)", got.Checkpoints)
+	}
+}
+
+func TestCreatePassesAutoCheckpoint(t *testing.T) {
+	var req api.CreateSandboxRequest
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&req)
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-a"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-a/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, api.Event{Type: api.EventComplete, Data: testSandboxes[0]})
+	})
+	code, _, stderr := runCLI(t, context.Background(), "--socket", fakeDaemon(t, mux), "create", "web", "--auto-checkpoint", "15m")
+	if code != exitOK || req.AutoCheckpoint != "15m" {
+		t.Errorf("exit %d (stderr %q), request %+v; want 0 and auto_checkpoint 15m", code, stderr, req)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	var req api.ConfigureSandboxRequest
+	mux := http.NewServeMux()
+	mux.HandleFunc("PATCH /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
+		req = api.ConfigureSandboxRequest{}
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.AutoCheckpoint == "10s" {
+			writeAPIError(w, http.StatusBadRequest, api.CodeInvalidArgument, `invalid --auto-checkpoint "10s"`)
+			return
+		}
+		sb := testSandboxes[0]
+		sb.AutoCheckpointSeconds = 900
+		writeJSON(w, 200, sb)
+	})
+	sock := fakeDaemon(t, mux)
+
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "config", "web", "--auto-checkpoint", "15m")
+	if want := "Sandbox web: automatic checkpoints every 15 min when the disk changed\n"; code != exitOK || stdout != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, want)
+	}
+	if req.AutoCheckpoint != "15m" {
+		t.Errorf("request %+v, want auto_checkpoint 15m", req)
+	}
+
+	code, stdout, _ = runCLI(t, context.Background(), "--socket", sock, "--json", "config", "web", "--auto-checkpoint", "15m")
+	var sb api.Sandbox
+	if err := json.Unmarshal([]byte(stdout), &sb); code != exitOK || err != nil || sb.AutoCheckpointSeconds != 900 {
+		t.Errorf("json: exit %d, stdout %q (%v); want the sandbox", code, stdout, err)
+	}
+
+	code, _, stderr = runCLI(t, context.Background(), "--socket", sock, "config", "web", "--auto-checkpoint", "10s")
+	if code != exitFailure || !strings.HasPrefix(stderr, "error V02: ") {
+		t.Errorf("bad interval: exit %d, stderr %q; want 1 and V02 from cairnd", code, stderr)
+	}
+}
+
+func TestConfigWithoutSettingsExits2(t *testing.T) {
+	// No daemon listens there: an accepted command line would exit 1.
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, args := range [][]string{
+		{"config", "web"},
+		{"config", "web", "--auto-checkpoint", ""},
+		{"config", "--auto-checkpoint", "5m"},
+		{"config", "web", "extra", "--auto-checkpoint", "5m"},
+	} {
+		code, stdout, stderr := runCLI(t, context.Background(), append([]string{"--socket", sock}, args...)...)
+		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, "Usage:") {
+			t.Errorf("cairn %q: exit %d, stdout %q, stderr %q; want %d, an error and the usage", args, code, stdout, stderr, exitUsage)
+		}
 	}
 }

@@ -96,7 +96,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancelOps()
 	ops := operation.NewRegistry(opsCtx, time.Now)
 	images := image.New(pool, cfg.CacheDir)
+	// The management socket of each sandbox is served by the API server,
+	// which itself needs the manager: bind it late.
+	var srv *server.Server
 	mgr, err := sandbox.NewManager(sandbox.Config{
+		SandboxAPI: func(id string) http.Handler { return srv.SandboxHandler(id) },
 		DataDir:    cfg.DataDir,
 		InitBinary: cfg.InitBinary,
 		Store:      store,
@@ -111,6 +115,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer mgr.Close()
+	srv = server.New(mgr, images, ops, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
@@ -121,12 +126,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           server.New(mgr, images, ops, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(ln) }()
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
 
 	select {
@@ -137,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 	slog.Info("cairnd stopping; sandboxes keep running")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
+	httpSrv.Shutdown(sctx)
 	return nil
 }
 

@@ -32,6 +32,9 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 	if err != nil {
 		return nil, err
 	}
+	if req.Memory {
+		return nil, errdefs.New(api.CodeInvalidArgument, "memory checkpoints are not available yet; take a disk checkpoint")
+	}
 	if req.Name != "" {
 		if err := validateSnapshotName(req.Name); err != nil {
 			return nil, err
@@ -120,6 +123,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 		return ck, res, err
 	}
 	undo.Success()
+	logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
 	slog.Info("checkpoint created", "sandbox", sb.Name, "id", ck.Seq, "global_id", ck.ID, "trigger", ck.Trigger,
 		"consistency", ck.Consistency, "paused", res.Paused, "quiesce", res.Quiesce)
 	return ck, res, nil
@@ -332,6 +336,10 @@ func (m *Manager) deleteCheckpoint(ctx context.Context, acct metadata.Account, c
 	// which the next start sweeps.
 	if err := m.cfg.Store.DeleteCheckpoint(ctx, ck.ID); err != nil {
 		return err
+	}
+	// Its browsable copy shares its data: it goes first.
+	if sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID); err == nil {
+		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
 	}
 	if err := m.cfg.Pool.Reclaim(ctx, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
 		return err

@@ -263,6 +263,9 @@ func (m *Manager) removeFiles(ctx context.Context, id string) error {
 	if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.SandboxPath(id)); err != nil {
 		return err
 	}
+	if err := m.removeBrowse(ctx, id); err != nil {
+		return err
+	}
 	return os.RemoveAll(m.sandboxDir(id))
 }
 
@@ -273,14 +276,14 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 	defer undo.Fail()
 
 	dir := m.sandboxDir(sb.ID)
-	if err := os.MkdirAll(filepath.Join(dir, "dotcairn"), 0o755); err != nil {
+	if err := m.refreshBrowse(ctx, sb); err != nil {
 		return err
 	}
-	host, err := agent.Listen(m.agentSocket(sb.ID))
+	inst, err := m.openSockets(sb)
 	if err != nil {
 		return err
 	}
-	undo.Add(func() { host.Close() })
+	undo.Add(inst.close)
 	spec := runsc.Spec{
 		ID:       sb.ID,
 		Hostname: sb.Name,
@@ -290,6 +293,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 		Mounts: []runsc.Mount{
 			{Source: filepath.Join(dir, "dotcairn"), Destination: "/.cairn", ReadOnly: true},
 			{Source: filepath.Join(m.cfg.DataDir, "bin"), Destination: "/.cairn/bin", ReadOnly: true},
+			{Source: m.browseDir(sb.ID), Destination: "/.cairn/checkpoints", ReadOnly: true},
 		},
 		CPUs:        sb.CPUs,
 		MemoryBytes: sb.MemoryBytes,
@@ -310,14 +314,15 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), sb.ID)) })
 	wctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
 	defer cancel()
-	if err := host.WaitConnected(wctx); err != nil {
+	if err := inst.agent.WaitConnected(wctx); err != nil {
 		return errdefs.Wrap(api.CodeAgentUnreachable, err, "cairn-init in sandbox %s did not answer within %s (see %s)", sb.Name, agentStartTimeout, spec.LogPath)
 	}
 	m.mu.Lock()
 	if old := m.live[sb.ID]; old != nil {
-		old.agent.Close()
+		old.close()
 	}
-	m.live[sb.ID] = &instance{agent: host, pid: pid}
+	inst.pid = pid
+	m.live[sb.ID] = inst
 	m.notify()
 	m.mu.Unlock()
 	undo.Success()
@@ -344,7 +349,7 @@ func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error 
 			logErr("graceful shutdown", err, "sandbox", sb.Name)
 			graceful = err == nil
 		}
-		inst.agent.Close()
+		inst.close()
 	}
 	if !graceful {
 		logErr("SIGTERM", m.cfg.Runtime.Kill(sctx, sb.ID, syscall.SIGTERM), "sandbox", sb.Name)

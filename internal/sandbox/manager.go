@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,13 +54,16 @@ const (
 // Config is what a Manager needs.
 type Config struct {
 	DataDir    string // per-sandbox host directories live in DataDir/sandboxes
-	InitBinary string // cairn-init on the host; copied to DataDir/bin
+	InitBinary string // cairn-init on the host (cairn-env beside it); both copied to DataDir/bin
 	Store      metadata.Store
 	Pool       *volume.Pool
 	Images     *image.Catalog
 	Runtime    Runtime
 	Ops        *operation.Registry
 	Now        func() time.Time
+	// SandboxAPI returns the handler of a sandbox's management socket
+	// (/.cairn/api.sock), scoped to that sandbox id; nil: no socket.
+	SandboxAPI func(sandboxID string) http.Handler
 	// DiskLimit is the account's limit in bytes on what its sandboxes and
 	// checkpoints take in the pool; 0 is unlimited.
 	DiskLimit int64
@@ -83,7 +87,8 @@ type Manager struct {
 // instance is a sandbox whose container cairnd runs or has adopted.
 type instance struct {
 	agent *agent.Host
-	pid   int // host pid of the runsc sandbox process
+	api   *http.Server // the management socket, /.cairn/api.sock
+	pid   int          // host pid of the runsc sandbox process
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
@@ -94,7 +99,11 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandboxes"), 0o700); err != nil {
 		return nil, err
 	}
-	if err := installInit(cfg.InitBinary, filepath.Join(cfg.DataDir, "bin")); err != nil {
+	binDir := filepath.Join(cfg.DataDir, "bin")
+	if err := installBinary(cfg.InitBinary, binDir, "cairn-init"); err != nil {
+		return nil, err
+	}
+	if err := installBinary(filepath.Join(filepath.Dir(cfg.InitBinary), "cairn-env"), binDir, "cairn-env"); err != nil {
 		return nil, err
 	}
 	return &Manager{
@@ -108,24 +117,25 @@ func NewManager(cfg Config) (*Manager, error) {
 	}, nil
 }
 
-// installInit copies cairn-init into binDir atomically, so that sandboxes
-// bind a stable copy whatever happens to the build directory.
-func installInit(src, binDir string) error {
+// installBinary copies an in-sandbox binary (cairn-init, cairn-env) into
+// binDir atomically, so that sandboxes bind a stable copy whatever happens
+// to the build directory.
+func installBinary(src, binDir, name string) error {
 	if src == "" {
-		return errors.New("no cairn-init binary configured")
+		return fmt.Errorf("no %s binary configured", name)
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return fmt.Errorf("cairn-init: %w (build it with `make build`, or pass --init PATH)", err)
+		return fmt.Errorf("%s: %w (build it with `make build`; it must sit next to cairn-init)", name, err)
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(binDir, ".cairn-init.new")
+	tmp := filepath.Join(binDir, "."+name+".new")
 	if err := os.WriteFile(tmp, data, 0o755); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(binDir, "cairn-init"))
+	return os.Rename(tmp, filepath.Join(binDir, name))
 }
 
 func (m *Manager) sandboxDir(id string) string {
@@ -340,7 +350,7 @@ func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, inst := range m.live {
-		inst.agent.Close()
+		inst.close()
 		delete(m.live, id)
 	}
 }
@@ -349,4 +359,25 @@ func logErr(msg string, err error, args ...any) {
 	if err != nil {
 		slog.Warn(msg, append(args, "err", err)...)
 	}
+}
+
+// Whoami returns the account and current name of sandbox id, for the
+// management socket, which knows its sandbox by id only.
+func (m *Manager) Whoami(ctx context.Context, id string) (account, name string, err error) {
+	sb, err := m.cfg.Store.SandboxByID(ctx, id)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return "", "", errdefs.New(api.CodeNoSandbox, "this sandbox no longer exists")
+	} else if err != nil {
+		return "", "", err
+	}
+	accts, err := m.cfg.Store.ListAccounts(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	for _, a := range accts {
+		if a.ID == sb.AccountID {
+			return a.Name, sb.Name, nil
+		}
+	}
+	return "", "", fmt.Errorf("sandbox %s: account %d not found", sb.Name, sb.AccountID)
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/cairn-sandbox/cairn/api"
-	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
 )
@@ -61,12 +60,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 // adopt takes over a running container: the agent socket is opened again
 // (cairn-init re-dials it within a second) and the row says running.
 func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, pid int) error {
-	host, err := agent.Listen(m.agentSocket(sb.ID))
+	inst, err := m.openSockets(sb)
 	if err != nil {
 		return err
 	}
+	inst.pid = pid
 	m.mu.Lock()
-	m.live[sb.ID] = &instance{agent: host, pid: pid}
+	m.live[sb.ID] = inst
 	m.notify()
 	m.mu.Unlock()
 	if sb.State != metadata.SandboxRunning {
@@ -115,6 +115,16 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 	}
 	for _, ck := range cks {
 		known[ck.ID] = true
+	}
+	if entries, err := os.ReadDir(filepath.Dir(m.browseDir("x"))); err == nil {
+		for _, e := range entries {
+			if !known[e.Name()] {
+				slog.Info("recover: removing orphan browse directory", "id", e.Name())
+				if err := m.removeBrowse(ctx, e.Name()); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	for _, dir := range []string{filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Dir(m.cfg.Pool.CheckpointPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes")} {
 		entries, err := os.ReadDir(dir)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -33,10 +34,18 @@ type Server struct {
 
 // New returns a server over the given parts.
 func New(sandboxes *sandbox.Manager, images *image.Catalog, ops *operation.Registry, info api.ServerInfo) *Server {
-	s := &Server{sandboxes: sandboxes, images: images, ops: ops, info: info, mux: http.NewServeMux()}
+	s := &Server{sandboxes: sandboxes, images: images, ops: ops, info: info}
+	s.mux = newMux(s, routes)
+	return s
+}
+
+// newMux serves rts: each path dispatches on the method, and every miss
+// (unknown path, wrong method) is answered in the one error shape.
+func newMux(s *Server, rts []route) *http.ServeMux {
+	mux := http.NewServeMux()
 	byPath := map[string]map[string]func(*Server, http.ResponseWriter, *http.Request) error{}
 	var paths []string
-	for _, rt := range routes {
+	for _, rt := range rts {
 		if byPath[rt.path] == nil {
 			byPath[rt.path] = map[string]func(*Server, http.ResponseWriter, *http.Request) error{}
 			paths = append(paths, rt.path)
@@ -45,13 +54,14 @@ func New(sandboxes *sandbox.Manager, images *image.Catalog, ops *operation.Regis
 	}
 	for _, p := range paths {
 		methods := byPath[p]
-		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			h, ok := methods[r.Method]
 			if !ok {
 				var allowed []string
 				for m := range methods {
 					allowed = append(allowed, m)
 				}
+				sort.Strings(allowed)
 				w.Header().Set("Allow", strings.Join(allowed, ", "))
 				writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 				return
@@ -61,10 +71,10 @@ func New(sandboxes *sandbox.Manager, images *image.Catalog, ops *operation.Regis
 			}
 		})
 	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return s
+	return mux
 }
 
 // ServeHTTP implements http.Handler.

@@ -51,7 +51,7 @@ func runMain(m *testing.M) int {
 		defer os.RemoveAll(dir)
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/cairn", "./cmd/cairnd", "./cmd/cairn-init")
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/cairn", "./cmd/cairnd", "./cmd/cairn-init", "./cmd/cairn-env")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+func newAccountCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "account",
+		Short: "Show your account's disk use and limit",
+		Long: `Show your account: its name, the disk space its sandboxes and checkpoints
+use in the pool against its disk limit, and how many sandboxes and
+checkpoints (automatic ones and those of deleted sandboxes included) it
+has.
+
+disk counts data shared between sandboxes and checkpoints once; images are
+not counted. Past the limit, creating sandboxes or checkpoints fails with
+L04 and nothing already stored is touched.
+
+--json prints the account object.`,
+		Example: `  cairn account
+  cairn account --json`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAccount(cmd.Context(), g)
+		},
+	}
+}
+
+func runAccount(ctx context.Context, g *globalOptions) error {
+	acct, err := g.client().Account(ctx)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(acct)
+	}
+	t := newTable(g.stdout)
+	t.Row("account", acct.Name)
+	t.Row("disk", formatAccountDisk(acct))
+	t.Row("sandboxes", fmt.Sprint(acct.Sandboxes))
+	t.Row("checkpoints", fmt.Sprint(acct.Checkpoints))
+	return t.Flush()
+}
+
+// formatAccountDisk renders an account's disk use against its limit:
+// "1.2GiB used of 50GiB limit (2.4%)", or "1.2GiB used (no limit)".
+func formatAccountDisk(acct api.AccountInfo) string {
+	if acct.DiskLimit <= 0 {
+		return formatSize(acct.DiskUsed) + " used (no limit)"
+	}
+	pct := float64(acct.DiskUsed) * 100 / float64(acct.DiskLimit)
+	return fmt.Sprintf("%s used of %s limit (%.1f%%)", formatSize(acct.DiskUsed), formatSize(acct.DiskLimit), pct)
+}

@@ -1,0 +1,140 @@
+package sandbox
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// llmText is /.cairn/llm.txt: the reference for agents working inside.
+//
+//go:embed llm.txt
+var llmText []byte
+
+// browseCount is how many of the newest checkpoints a sandbox sees under
+// /.cairn/checkpoints.
+const browseCount = 5
+
+// openSockets opens a sandbox's two host sockets: the agent socket that
+// cairn-init dials, and the management socket that processes inside reach
+// at /.cairn/api.sock, served by the handler from Config.SandboxAPI. It
+// also refreshes /.cairn/llm.txt.
+func (m *Manager) openSockets(sb metadata.Sandbox) (*instance, error) {
+	dot := filepath.Join(m.sandboxDir(sb.ID), "dotcairn")
+	if err := os.MkdirAll(dot, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dot, "llm.txt"), llmText, 0o444); err != nil {
+		return nil, err
+	}
+	host, err := agent.Listen(m.agentSocket(sb.ID))
+	if err != nil {
+		return nil, err
+	}
+	inst := &instance{agent: host}
+	if m.cfg.SandboxAPI == nil {
+		return inst, nil
+	}
+	path := filepath.Join(dot, "api.sock")
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		host.Close()
+		return nil, fmt.Errorf("management socket: %w", err)
+	}
+	// Processes inside run as any user; the socket only ever reaches this
+	// sandbox's own checkpoints.
+	os.Chmod(path, 0o666)
+	inst.api = &http.Server{Handler: m.cfg.SandboxAPI(sb.ID), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := inst.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Warn("management socket", "sandbox", sb.Name, "err", err)
+		}
+	}()
+	return inst, nil
+}
+
+// close closes the instance's host sockets. Requests in flight on the
+// management socket (a restore asked from inside) run on in cairnd.
+func (inst *instance) close() {
+	inst.agent.Close()
+	if inst.api != nil {
+		inst.api.Close()
+	}
+}
+
+// browseDir is the pool directory bound read-only at /.cairn/checkpoints.
+func (m *Manager) browseDir(id string) string {
+	return filepath.Join(m.cfg.Pool.Root(), "browse", id)
+}
+
+// refreshBrowse makes /.cairn/checkpoints hold read-only snapshots of
+// exactly the sandbox's five newest checkpoints, named by their ids. A
+// running gVisor sandbox sees subvolumes appear and vanish there (it would
+// not see new mounts). The caller holds the sandbox's disk lock.
+func (m *Manager) refreshBrowse(ctx context.Context, sb metadata.Sandbox) error {
+	dir := m.browseDir(sb.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cks, err := m.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(cks, func(i, j int) bool { return cks[i].CreatedAt.After(cks[j].CreatedAt) })
+	want := map[string]string{} // entry name → checkpoint global id
+	for i := 0; i < len(cks) && i < browseCount; i++ {
+		want[cks[i].Seq] = cks[i].ID
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, e := range entries {
+		if _, ok := want[e.Name()]; ok {
+			have[e.Name()] = true
+			continue
+		}
+		if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	for seq, id := range want {
+		if have[seq] {
+			continue
+		}
+		if err := m.cfg.Pool.Snapshot(ctx, m.cfg.Pool.CheckpointPath(id), filepath.Join(dir, seq), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeBrowse deletes a sandbox's browse directory and its snapshots.
+func (m *Manager) removeBrowse(ctx context.Context, id string) error {
+	dir := m.browseDir(id)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.Remove(dir)
+}
