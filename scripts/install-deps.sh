@@ -41,4 +41,5 @@ if [ "${1:-}" = "--test" ]; then
 		echo "install-deps: installing staticcheck $STATICCHECK_VERSION"
 		GOBIN=$BIN go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 	fi
+	{ [ -x "$BIN/versitygw" ] && go version -m "$BIN/versitygw" | grep -q "github.com/versity/versitygw[[:space:]]*v1.8.0"; } || { echo "install-deps: installing versitygw v1.8.0"; GOBIN=$BIN go install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
 fi

@@ -1,0 +1,45 @@
+package compress
+
+import (
+	"bytes"
+	"crypto/rand"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	random := make([]byte, 4096)
+	_, _ = rand.Read(random)
+	for name, p := range map[string][]byte{
+		"empty":        {},
+		"compressible": bytes.Repeat([]byte("cairn "), 10000),
+		"small":        bytes.Repeat([]byte("ab"), 60),
+		"random":       random,
+	} {
+		enc := Encode(p)
+		if name == "compressible" && (enc[0] != zstd1 || len(enc) > len(p)/10) {
+			t.Errorf("%s: not compressed (%d bytes)", name, len(enc))
+		}
+		if name == "random" && enc[0] != raw {
+			t.Errorf("%s: stored as zstd although it does not shrink", name)
+		}
+		got, err := Decode(enc, len(p))
+		if err != nil || !bytes.Equal(got, p) {
+			t.Errorf("%s: decode = %d bytes, %v", name, len(got), err)
+		}
+	}
+}
+
+func TestDecodeLimits(t *testing.T) {
+	big := Encode(bytes.Repeat([]byte{0}, 1<<20))
+	if _, err := Decode(big, 1000); err == nil {
+		t.Error("zstd body past the limit accepted")
+	}
+	if _, err := Decode(Encode([]byte("abc")), 2); err == nil {
+		t.Error("raw body past the limit accepted")
+	}
+	for _, b := range [][]byte{nil, {7}, {zstd1}, {zstd1, 1, 2, 3}, append([]byte{zstd1}, big[1:20]...)} {
+		if _, err := Decode(b, 1<<20); err == nil {
+			t.Errorf("Decode(%x) accepted", b)
+		}
+	}
+}

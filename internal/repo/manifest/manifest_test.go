@@ -1,0 +1,92 @@
+package manifest
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
+	"github.com/cairn-sandbox/cairn/internal/repo/wire"
+)
+
+func sample() *Manifest {
+	id := crypto.ID{1, 2, 3}
+	return &Manifest{Created: 1700000000123456789, Nodes: []Node{
+		{Path: ".", Type: Dir, Mode: 0o755},
+		{Path: "dir", Type: Dir, Mode: 0o1777, UID: 1000, GID: 1000, Mtime: -5},
+		{Path: "dir/file", Type: File, Mode: 0o4755, Size: 300, Inode: 42, Ctime: 7,
+			Xattrs:  []Xattr{{Name: "user.a", Value: []byte{0, 1}}, {Name: "user.b"}},
+			Extents: []Extent{{0, 100}, {200, 100}},
+			Chunks:  []Chunk{{ID: id, Length: 150}, {ID: crypto.ID{9}, Length: 50}}},
+		{Path: "dir/link", Type: Hardlink, Mode: 0o4755, Target: "dir/file"},
+		{Path: "sym", Type: Symlink, Mode: 0o777, Target: "dir/../nowhere"},
+		{Path: "empty", Type: File, Mode: 0o600},
+		{Path: "fifo", Type: Fifo, Mode: 0o644},
+		{Path: "null", Type: CharDev, Mode: 0o666, Rdev: 0x103},
+	}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	m := sample()
+	got, err := Decode(Encode(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for name, mod := range map[string]func(m *Manifest){
+		"no root":           func(m *Manifest) { m.Nodes = m.Nodes[1:] },
+		"absolute path":     func(m *Manifest) { m.Nodes[1].Path = "/dir" },
+		"dotdot":            func(m *Manifest) { m.Nodes[1].Path = "../dir" },
+		"unclean":           func(m *Manifest) { m.Nodes[2].Path = "dir//file" },
+		"duplicate":         func(m *Manifest) { m.Nodes[5].Path = "sym" },
+		"orphan":            func(m *Manifest) { m.Nodes[5].Path = "nodir/empty" },
+		"parent is file":    func(m *Manifest) { m.Nodes[5].Path = "sym/empty" },
+		"bad type":          func(m *Manifest) { m.Nodes[6].Type = 99 },
+		"link to later":     func(m *Manifest) { m.Nodes[3].Target = "empty" },
+		"link to dir":       func(m *Manifest) { m.Nodes[3].Target = "dir" },
+		"empty symlink":     func(m *Manifest) { m.Nodes[4].Target = "" },
+		"target on fifo":    func(m *Manifest) { m.Nodes[6].Target = "x" },
+		"extent past size":  func(m *Manifest) { m.Nodes[2].Size = 250 },
+		"overlapping":       func(m *Manifest) { m.Nodes[2].Extents[1].Offset = 50 },
+		"chunks short":      func(m *Manifest) { m.Nodes[2].Chunks[1].Length = 49 },
+		"data on dir":       func(m *Manifest) { m.Nodes[1].Chunks = m.Nodes[2].Chunks },
+		"duplicate xattr":   func(m *Manifest) { m.Nodes[2].Xattrs[1].Name = "user.a" },
+		"zero-length chunk": func(m *Manifest) { m.Nodes[2].Chunks = append(m.Nodes[2].Chunks, Chunk{}) },
+	} {
+		m := sample()
+		mod(m)
+		if _, err := Decode(Encode(m)); !errors.Is(err, wire.ErrCorrupt) {
+			t.Errorf("%s: Decode = %v, want a corrupt-encoding error", name, err)
+		}
+	}
+	b := Encode(sample())
+	b[0] = 2
+	if _, err := Decode(b); err == nil {
+		t.Error("unknown version accepted")
+	}
+	for n := range len(b) {
+		if _, err := Decode(Encode(sample())[:n]); err == nil {
+			t.Fatalf("truncated at %d accepted", n)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(Encode(sample()))
+	f.Add([]byte{Version, 0, 1, 1, '.', 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			return
+		}
+		again, err := Decode(Encode(m))
+		if err != nil || !reflect.DeepEqual(again, m) {
+			t.Fatalf("re-encoded manifest decodes differently: %v", err)
+		}
+	})
+}

@@ -1,0 +1,175 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
+	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
+	"github.com/cairn-sandbox/cairn/internal/repo/pack"
+)
+
+// restoreWorkers is how many packs are fetched and written at once.
+const restoreWorkers = 2
+
+// target is one place a chunk's bytes go: at stream offset off of a file's
+// data (its extents laid end to end).
+type target struct {
+	path    string
+	extents []manifest.Extent
+	off     uint64
+}
+
+// Restore rebuilds checkpoint ref in dstDir, which is created if missing and
+// must be empty. Every chunk is authenticated and checked against its id;
+// contents, holes, hard links, symlinks, special files, owners, modes,
+// xattrs and mtimes are restored. On error dstDir holds a partial tree that
+// the caller should remove.
+func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	plain, err := r.loadManifest(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	m, err := manifest.Decode(plain)
+	if err != nil {
+		return fmt.Errorf("restore: manifest %s: %w", ref.ID, err)
+	}
+	if err := os.MkdirAll(dstDir, 0o700); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if entries, err := os.ReadDir(dstDir); err != nil || len(entries) > 0 {
+		return fmt.Errorf("restore: %s is not an empty directory (%v)", dstDir, err)
+	}
+	abs := func(n *manifest.Node) string { return filepath.Join(dstDir, filepath.FromSlash(n.Path)) }
+
+	// Plan where every chunk goes, grouped by pack.
+	plan := map[string]map[crypto.ID][]target{}
+	entries := map[crypto.ID]pack.Entry{}
+	for i := range m.Nodes {
+		n := &m.Nodes[i]
+		if err := makeNode(dstDir, abs(n), n); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		var off uint64
+		for _, c := range n.Chunks {
+			br, ok := r.blobs[c.ID]
+			if !ok {
+				return fmt.Errorf("restore: %s: chunk %s is in no pack", n.Path, c.ID)
+			}
+			if plan[br.pack] == nil {
+				plan[br.pack] = map[crypto.ID][]target{}
+			}
+			plan[br.pack][c.ID] = append(plan[br.pack][c.ID], target{path: abs(n), extents: n.Extents, off: off})
+			entries[c.ID] = br.entry
+			off += uint64(c.Length)
+		}
+	}
+	if err := r.restoreData(ctx, plan, entries); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	// Metadata last, children before parents so directory times stay.
+	for i := len(m.Nodes) - 1; i >= 0; i-- {
+		n := &m.Nodes[i]
+		if n.Type == manifest.Hardlink {
+			continue // shares its inode with the file it names
+		}
+		if err := applyMeta(abs(n), n); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *Repository) restoreData(ctx context.Context, plan map[string]map[crypto.ID][]target, entries map[crypto.ID]pack.Entry) error {
+	packs := make([]string, 0, len(plan))
+	for p := range plan {
+		packs = append(packs, p)
+	}
+	slices.Sort(packs)
+	work := make(chan string)
+	errs := make(chan error, restoreWorkers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range restoreWorkers {
+		wg.Go(func() {
+			for name := range work {
+				if err := r.restorePack(ctx, name, plan[name], entries); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
+	for _, p := range packs {
+		select {
+		case work <- p:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (r *Repository) restorePack(ctx context.Context, name string, blobs map[crypto.ID][]target, entries map[crypto.ID]pack.Entry) error {
+	data, err := r.loadPack(ctx, name)
+	if err != nil {
+		return err
+	}
+	for id, targets := range blobs {
+		plain, err := pack.Blob(r.keys, data, entries[id])
+		if err != nil {
+			return fmt.Errorf("pack %s: %w", name, err)
+		}
+		for _, t := range targets {
+			if err := writeTarget(t, plain); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeTarget writes p at stream offset t.off of the file's extents.
+func writeTarget(t target, p []byte) error {
+	f, err := os.OpenFile(t.path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var stream uint64
+	for _, x := range t.extents {
+		if len(p) == 0 {
+			break
+		}
+		if t.off >= stream+x.Length {
+			stream += x.Length
+			continue
+		}
+		skip := t.off - stream
+		n := min(uint64(len(p)), x.Length-skip)
+		if _, err := f.WriteAt(p[:n], int64(x.Offset+skip)); err != nil {
+			return err
+		}
+		p, t.off = p[n:], t.off+n
+		stream += x.Length
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("%s: chunk extends past the file's extents", t.path)
+	}
+	return f.Close()
+}
