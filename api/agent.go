@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Ops a stream from cairnd to cairn-init can ask for: the Op of its
@@ -14,6 +15,9 @@ const (
 	AgentOpExec     = "exec"     // reply: ExecStarted, then exec frames unless detached
 	AgentOpSync     = "sync"     // reply: AgentResult; file systems are synced
 	AgentOpShutdown = "shutdown" // reply: AgentResult once every process is gone; then cairn-init exits
+	AgentOpServices = "services" // reply: ServicesReply
+	AgentOpLogs     = "logs"     // reply: LogsReply, then that many bytes of the service's log
+	AgentOpHostname = "hostname" // reply: AgentResult once the hostname is Hostname
 )
 
 // AgentRequest is the header line cairnd writes first on every stream it
@@ -22,6 +26,10 @@ type AgentRequest struct {
 	Op      string       `json:"op"`                 // one of the AgentOp… constants
 	Exec    *ExecRequest `json:"exec,omitempty"`     // for AgentOpExec
 	GraceMS int64        `json:"grace_ms,omitempty"` // for AgentOpShutdown: how long processes get between SIGTERM and SIGKILL
+	Logs    *LogsRequest `json:"logs,omitempty"`     // for AgentOpLogs
+	// Hostname is the new hostname, for AgentOpHostname (a sandbox resumed
+	// from another's memory gets its own name).
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // AgentInfo answers a ping.
@@ -32,14 +40,26 @@ type AgentInfo struct {
 }
 
 // AgentResult is the reply of ops that return no data. A reply line of any
-// op that carries a non-empty Error means the op failed.
+// op that carries a non-empty Error means the op failed; Code, if set, says
+// which way (one of the AgentErr… constants).
 type AgentResult struct {
 	OK    bool   `json:"ok,omitempty"`
 	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
 }
 
-// MaxMessage bounds one header or reply line, newline included.
+// Codes of a failed op's reply, for the failures a caller may act on.
+const (
+	AgentErrInvalid  = "invalid"   // a field of the request has a bad value
+	AgentErrNotFound = "not_found" // the request names something that does not exist
+)
+
+// MaxMessage bounds one header or reply line, newline included, but for
+// the reply of AgentOpServices (MaxServicesReply).
 const MaxMessage = 64 << 10
+
+// MaxServicesReply bounds the reply line of AgentOpServices.
+const MaxServicesReply = 4 << 20
 
 // ErrMessageTooLarge is returned by ReadMessage for a line over MaxMessage.
 var ErrMessageTooLarge = errors.New("agent message too large")
@@ -54,9 +74,15 @@ func WriteMessage(w io.Writer, v any) error {
 	return err
 }
 
-// ReadMessage reads one line of JSON into v. It reads no byte past the
-// newline, so exec frames that follow the line stay unread in r.
+// ReadMessage reads one line of JSON of at most MaxMessage bytes into v.
+// It reads no byte past the newline, so exec frames that follow the line
+// stay unread in r.
 func ReadMessage(r io.Reader, v any) error {
+	return ReadMessageMax(r, v, MaxMessage)
+}
+
+// ReadMessageMax is ReadMessage for a line of at most limit bytes.
+func ReadMessageMax(r io.Reader, v any, limit int) error {
 	line := make([]byte, 0, 256)
 	var c [1]byte
 	for {
@@ -69,7 +95,7 @@ func ReadMessage(r io.Reader, v any) error {
 		if c[0] == '\n' {
 			break
 		}
-		if len(line) >= MaxMessage-1 {
+		if len(line) >= limit-1 {
 			return ErrMessageTooLarge
 		}
 		line = append(line, c[0])
@@ -78,4 +104,73 @@ func ReadMessage(r io.Reader, v any) error {
 		return fmt.Errorf("decode agent message: %w", err)
 	}
 	return nil
+}
+
+// Services: long-running processes cairn-init starts at every boot from the
+// definitions in /etc/cairn/services/*.json and restarts per policy. See
+// docs/services.md.
+
+// ServiceNamePattern is what a service name must match. It is also the
+// name of its log file, /var/log/cairn/NAME.log.
+const ServiceNamePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
+
+// Restart policies of a service.
+const (
+	ServiceRestartAlways    = "always"     // restart whenever it exits
+	ServiceRestartOnFailure = "on-failure" // restart unless it exits with code 0 (the default)
+	ServiceRestartNo        = "no"         // never restart
+)
+
+// ServiceDefinition is one file of /etc/cairn/services, NAME.json.
+type ServiceDefinition struct {
+	Name    string            `json:"name"`              // matches ServiceNamePattern
+	Cmd     []string          `json:"cmd"`               // argv; Cmd[0] is looked up in PATH
+	Env     map[string]string `json:"env,omitempty"`     // added to the default environment
+	Dir     string            `json:"dir,omitempty"`     // absolute working directory; default "/"
+	Restart string            `json:"restart,omitempty"` // a ServiceRestart… policy; default on-failure
+}
+
+// States of a service.
+const (
+	ServiceRunning = "running" // its process runs
+	ServiceBackoff = "backoff" // it exited or could not start, and waits to be restarted
+	ServiceExited  = "exited"  // it exited with code 0, or cairn-init stopped it, and is not restarted
+	ServiceFailed  = "failed"  // it failed (non-zero code, signal, could not start) and is not restarted
+)
+
+// ServiceStatus is the state of one service.
+type ServiceStatus struct {
+	Name     string    `json:"name"`
+	State    string    `json:"state"`               // a Service… state
+	PID      int       `json:"pid,omitempty"`       // while running
+	Restarts int       `json:"restarts"`            // how many times it was restarted since boot
+	ExitCode *int      `json:"exit_code,omitempty"` // of its last exit (128+N for signal N); nil before one
+	Since    time.Time `json:"since"`               // when it entered State
+	Restart  string    `json:"restart"`             // its restart policy
+	Cmd      []string  `json:"cmd"`
+	Error    string    `json:"error,omitempty"` // why its last start failed, if it did
+}
+
+// ServicesReply answers AgentOpServices: every service, sorted by name.
+type ServicesReply struct {
+	Services []ServiceStatus `json:"services"`
+}
+
+// Tail sizes of AgentOpLogs.
+const (
+	DefaultLogTail = 64 << 10 // when LogsRequest.TailBytes is 0
+	MaxLogTail     = 1 << 20  // a larger TailBytes is taken as this
+)
+
+// LogsRequest asks for the end of a service's log.
+type LogsRequest struct {
+	Service   string `json:"service"`              // service name
+	TailBytes int    `json:"tail_bytes,omitempty"` // how many bytes from the end; 0: DefaultLogTail
+}
+
+// LogsReply answers AgentOpLogs. The Bytes bytes of the log follow the
+// reply line on the stream, which then closes.
+type LogsReply struct {
+	Bytes int   `json:"bytes"` // bytes that follow: the last ones of the log
+	Size  int64 `json:"size"`  // size of the whole log file
 }

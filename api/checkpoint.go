@@ -60,11 +60,15 @@ type RestoreRequest struct {
 	// NoSafetyCheckpoint skips the checkpoint of the current state that an
 	// in-place restore takes first (so the restore can be undone).
 	NoSafetyCheckpoint bool `json:"no_safety_checkpoint,omitempty"`
+	// DiskOnly restores only the disk of a memory checkpoint: the sandbox
+	// boots instead of resuming the checkpoint's processes.
+	DiskOnly bool `json:"disk_only,omitempty"`
 }
 
 // SnapshotRestoreRequest is the body of POST /v1/snapshots/{ref}/restore.
 type SnapshotRestoreRequest struct {
-	Name string `json:"name"` // the new sandbox
+	Name     string `json:"name"` // the new sandbox
+	DiskOnly bool   `json:"disk_only,omitempty"`
 }
 
 // ForkRequest is the body of POST /v1/sandboxes/{name}/fork.
@@ -72,6 +76,18 @@ type ForkRequest struct {
 	FromCheckpoint string `json:"from_checkpoint,omitempty"` // default: a new checkpoint of the current state
 	Count          int    `json:"count,omitempty"`           // default 1
 	NamePrefix     string `json:"name_prefix,omitempty"`     // children are PREFIX-1…PREFIX-N; default NAME-fork
+	// Memory forks the running processes too: without FromCheckpoint, a
+	// memory checkpoint of the live sandbox is taken first. A memory
+	// FromCheckpoint always forks its processes unless DiskOnly.
+	Memory   bool `json:"memory,omitempty"`
+	DiskOnly bool `json:"disk_only,omitempty"`
+}
+
+// StopRequest is the body of POST /v1/sandboxes/{name}/stop.
+type StopRequest struct {
+	// Snapshot saves the session (memory and disk) so that the next start
+	// resumes the processes instead of booting.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // DiffEntry is one difference between two states of a sandbox's disk.

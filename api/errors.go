@@ -29,6 +29,7 @@ const (
 	CodeRuntimeFailed    = "S06" // the runtime (runsc) failed to start, stop or run
 	CodeAgentUnreachable = "S07" // cairn-init inside the sandbox did not answer
 	CodeExecFailed       = "S08" // the command could not be started (not found, not executable)
+	CodeNoService        = "S09" // the sandbox defines no service with that name
 
 	CodeNoImage          = "I01" // no image with that name
 	CodeImageBuildFailed = "I02" // building an image failed
@@ -36,6 +37,8 @@ const (
 	CodeCheckpointFailed  = "K01" // taking the checkpoint failed (pause, snapshot); the sandbox was resumed
 	CodeSnapshotNameTaken = "K02" // a snapshot with that name already exists in the account
 	CodeCheckpointCurrent = "K03" // the checkpoint is a sandbox's current one and cannot be deleted
+	CodeMemoryImageBad    = "K04" // the checkpoint's memory image is missing or corrupt (restore it --disk-only)
+	CodeNoMemory          = "K05" // the checkpoint holds no memory (restore it without --memory)
 	CodeNoCheckpoint      = "K08" // no checkpoint/snapshot with that id or name in the account
 
 	CodeDiskLimit = "L04" // the account's disk limit is reached

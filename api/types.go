@@ -44,6 +44,10 @@ type Sandbox struct {
 	AutoCheckpointSeconds int64 `json:"auto_checkpoint_seconds"`
 	// LastCheckpointAt is when its newest checkpoint (of any trigger) was taken.
 	LastCheckpointAt *time.Time `json:"last_checkpoint_at,omitempty"`
+	// SavedSession is the id of the memory checkpoint the next start
+	// resumes from (after `cairn stop --snapshot`); empty: the next start
+	// boots.
+	SavedSession string `json:"saved_session,omitempty"`
 	// AutoCheckpointNote says why the last automatic checkpoint was skipped
 	// (for instance the disk limit); empty when it was not.
 	AutoCheckpointNote string `json:"auto_checkpoint_note,omitempty"`

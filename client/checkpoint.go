@@ -68,9 +68,9 @@ func (c *Client) RestoreCheckpoint(ctx context.Context, name, id string, req api
 
 // RestoreSnapshot restores a checkpoint named account-wide (global id,
 // snapshot name or SANDBOX/ID) as a new sandbox.
-func (c *Client) RestoreSnapshot(ctx context.Context, ref, newName string) (api.Operation, error) {
+func (c *Client) RestoreSnapshot(ctx context.Context, ref string, req api.SnapshotRestoreRequest) (api.Operation, error) {
 	var op api.Operation
-	return op, c.do(ctx, "POST", "/v1/snapshots/"+url.PathEscape(ref)+"/restore", api.SnapshotRestoreRequest{Name: newName}, &op)
+	return op, c.do(ctx, "POST", "/v1/snapshots/"+url.PathEscape(ref)+"/restore", req, &op)
 }
 
 // Fork makes copies of a sandbox; the operation's result is []api.Sandbox.

@@ -164,9 +164,11 @@ func (c *Client) StartSandbox(ctx context.Context, name string) (api.Operation, 
 	return c.lifecycle(ctx, "POST", name, "/start")
 }
 
-// StopSandbox stops a running sandbox.
-func (c *Client) StopSandbox(ctx context.Context, name string) (api.Operation, error) {
-	return c.lifecycle(ctx, "POST", name, "/stop")
+// StopSandbox stops a running sandbox; req.Snapshot saves its session so
+// the next start resumes its processes.
+func (c *Client) StopSandbox(ctx context.Context, name string, req api.StopRequest) (api.Operation, error) {
+	var op api.Operation
+	return op, c.do(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(name)+"/stop", req, &op)
 }
 
 // RestartSandbox stops (if running) and starts a sandbox.
@@ -237,4 +239,21 @@ func (c *Client) WaitSandbox(ctx context.Context, op api.Operation, fn func(api.
 		return sb, err
 	}
 	return sb, json.Unmarshal(raw, &sb)
+}
+
+// Services lists the services of a running sandbox.
+func (c *Client) Services(ctx context.Context, name string) ([]api.ServiceStatus, error) {
+	var out []api.ServiceStatus
+	return out, c.do(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(name)+"/services", nil, &out)
+}
+
+// ServiceLogs returns the last tail bytes (0: 64 KiB) of a service's log.
+func (c *Client) ServiceLogs(ctx context.Context, name, service string, tail int) ([]byte, error) {
+	path := fmt.Sprintf("/v1/sandboxes/%s/services/%s/logs?tail_bytes=%d", url.PathEscape(name), url.PathEscape(service), tail)
+	resp, err := c.send(ctx, "GET", path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }

@@ -47,12 +47,26 @@ func listen(t *testing.T, sock string) *agent.Host {
 // channel is closed when it has returned.
 func startInit(t *testing.T, sock string) <-chan struct{} {
 	t.Helper()
+	return startInitWith(t, initd.Config{SocketPath: sock})
+}
+
+// startInitWith is startInit with cfg; services are taken from and log to
+// temporary directories unless it says otherwise.
+func startInitWith(t *testing.T, cfg initd.Config) <-chan struct{} {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Version = "test"
+	cfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if cfg.ServicesDir == "" {
+		cfg.ServicesDir = t.TempDir()
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = t.TempDir()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := initd.Run(ctx, initd.Config{SocketPath: sock, Version: "test", Log: log}); err != nil {
+		if err := initd.Run(ctx, cfg); err != nil {
 			t.Errorf("initd.Run: %v", err)
 		}
 	}()
@@ -216,5 +230,48 @@ func TestSync(t *testing.T) {
 	startInit(t, sock)
 	if err := h.Sync(timeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestServices(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	dir, logs := t.TempDir(), t.TempDir()
+	def := `{"name":"web","cmd":["sh","-c","echo listening; exec sleep 30"],"restart":"always"}`
+	if err := os.WriteFile(filepath.Join(dir, "web.json"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startInitWith(t, initd.Config{SocketPath: sock, ServicesDir: dir, LogDir: logs})
+	ctx := timeout(t, 10*time.Second)
+
+	list, err := h.Services(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Name != "web" || list[0].State != api.ServiceRunning || list[0].PID == 0 ||
+		list[0].Restart != api.ServiceRestartAlways || len(list[0].Cmd) != 3 {
+		t.Fatalf("services: %+v", list)
+	}
+	var b []byte
+	for !bytes.HasSuffix(b, []byte("\nlistening\n")) {
+		if b, err = h.ServiceLogs(ctx, "web", 0); err != nil || ctx.Err() != nil {
+			t.Fatalf("logs: %q, %v", b, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !regexp.MustCompile(`^--- cairn: started pid \d+ at `).Match(b) {
+		t.Errorf("logs: %q", b)
+	}
+	if b, err := h.ServiceLogs(ctx, "web", 10); string(b) != "listening\n" || err != nil {
+		t.Errorf("tail 10: %q, %v", b, err)
+	}
+
+	if _, err := h.ServiceLogs(ctx, "../web", 0); !errdefs.Is(err, api.CodeInvalidArgument) ||
+		err.Error() != `invalid service name "../web": must match `+api.ServiceNamePattern {
+		t.Errorf("../web: %v", err)
+	}
+	var nse *agent.NoServiceError
+	if _, err := h.ServiceLogs(ctx, "db", 0); !errors.As(err, &nse) || nse.Name != "db" || err.Error() != `no service "db"` {
+		t.Errorf("db: %v", err)
 	}
 }

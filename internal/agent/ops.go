@@ -75,6 +75,18 @@ func (h *Host) Sync(ctx context.Context) error {
 	return nil
 }
 
+// SetHostname sets the sandbox's hostname (a copy resumed from another
+// sandbox's memory still carries the original's).
+func (h *Host) SetHostname(ctx context.Context, name string) error {
+	var res api.AgentResult
+	st, err := h.do(ctx, api.AgentRequest{Op: api.AgentOpHostname, Hostname: name}, &res)
+	if err != nil {
+		return err
+	}
+	st.Close()
+	return nil
+}
+
 // Shutdown makes cairn-init send SIGTERM to every process, SIGKILL to what
 // is left after grace, and exit, which ends the sandbox. It returns once
 // the processes are gone; ctx must allow for grace.
@@ -117,8 +129,12 @@ func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, rep
 	if err := api.WriteMessage(st, req); err != nil {
 		return fail(err)
 	}
+	limit := api.MaxMessage
+	if req.Op == api.AgentOpServices {
+		limit = api.MaxServicesReply
+	}
 	var line json.RawMessage
-	if err := api.ReadMessage(st, &line); err != nil {
+	if err := api.ReadMessageMax(st, &line, limit); err != nil {
 		return fail(err)
 	}
 	var res api.AgentResult // every reply may carry an error instead
@@ -130,13 +146,21 @@ func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, rep
 		if req.Op == api.AgentOpExec {
 			return nil, &StartError{Msg: res.Error}
 		}
-		return nil, fmt.Errorf("agent %s: %s", req.Op, res.Error)
+		return nil, &replyError{op: req.Op, msg: res.Error, code: res.Code}
 	}
 	if err := json.Unmarshal(line, reply); err != nil {
 		return fail(err)
 	}
 	return st, nil
 }
+
+// replyError is an op's failure as cairn-init replied it.
+type replyError struct {
+	op, msg string
+	code    string // an api.AgentErr… code, or ""
+}
+
+func (e *replyError) Error() string { return fmt.Sprintf("agent %s: %s", e.op, e.msg) }
 
 // abort ends a stream at once: pending reads and writes fail, and the
 // other side sees it closed.

@@ -35,6 +35,13 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// Checkpointer writes the memory image of a sandbox (runsc checkpoint).
+// With leaveRunning the sandbox carries on as it was (paused stays
+// paused); without, it stops.
+type Checkpointer interface {
+	Checkpoint(ctx context.Context, id, imageDir string, leaveRunning bool) error
+}
+
 // Snapshotter makes a read-only snapshot of a subvolume.
 type Snapshotter interface {
 	Snapshot(ctx context.Context, src, dst string, readOnly bool) error
@@ -53,6 +60,15 @@ type Request struct {
 	// anyway and marked Crash. Default DefaultQuiesceTimeout.
 	QuiesceTimeout time.Duration
 	Progress       func(string)
+
+	// Memory also saves the processes and their memory into MemoryDir,
+	// at the same instant as the disk snapshot. Needs Running.
+	Memory       bool
+	MemoryDir    string
+	Checkpointer Checkpointer
+	// StopAfter ends the sandbox once its memory is saved instead of
+	// resuming it (a saved session).
+	StopAfter bool
 }
 
 // Result says how a checkpoint was taken.
@@ -60,6 +76,7 @@ type Result struct {
 	Consistency string
 	Paused      time.Duration // how long the sandbox's processes were frozen
 	Quiesce     time.Duration // how long the sync took
+	MemorySave  time.Duration // how long writing the memory image took
 }
 
 // Take runs the protocol: sync the sandbox's file systems (bounded by the
@@ -99,14 +116,28 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 		return res, fmt.Errorf("pause: %w", err)
 	}
 	paused := time.Now()
+	stopped := false
 	defer func() {
-		if rerr := resume(r); rerr != nil && err == nil {
-			err = rerr
+		if !stopped {
+			if rerr := resume(r); rerr != nil && err == nil {
+				err = rerr
+			}
 		}
 		res.Paused = time.Since(paused)
 	}()
+	// The disk first, then the memory, both of the paused instant: a
+	// paused sandbox stays paused while runsc saves it.
 	if err := r.Pool.Snapshot(ctx, r.Root, r.Dest, true); err != nil {
 		return res, err
+	}
+	if r.Memory {
+		progress("Saving memory")
+		t := time.Now()
+		if err := r.Checkpointer.Checkpoint(ctx, r.SandboxID, r.MemoryDir, !r.StopAfter); err != nil {
+			return res, fmt.Errorf("memory checkpoint: %w", err)
+		}
+		stopped = r.StopAfter
+		res.MemorySave = time.Since(t)
 	}
 	return res, nil
 }

@@ -14,7 +14,9 @@ func newCheckpointCommand(g *globalOptions) *cobra.Command {
 		Use:   "checkpoint",
 		Short: "Save, list, inspect, delete and restore a sandbox's checkpoints",
 		Long: `A checkpoint is a saved, immutable state of one sandbox's disk (its writable
-layer). Manual checkpoints are numbered per sandbox: v0, v1, v2… (never
+layer). A memory checkpoint ("cairn checkpoint create --memory") holds its
+running processes and their memory too: restoring it resumes them where
+they were instead of booting, unless --disk-only. Manual checkpoints are numbered per sandbox: v0, v1, v2… (never
 reused); automatic ones are named auto-<UTC time> and are listed only with
 --include-auto. A checkpoint given a name with --name is also a snapshot:
 it survives the deletion of its sandbox (see "cairn snapshot").
@@ -22,6 +24,7 @@ it survives the deletion of its sandbox (see "cairn snapshot").
 The current checkpoint is the one the sandbox's disk was last restored or
 forked from; it cannot be deleted.`,
 		Example: `  cairn checkpoint create web --comment "before the upgrade"
+  cairn checkpoint create web --memory
   cairn checkpoint list web
   cairn checkpoint restore web v2 --wait`,
 		Args: groupArgs,
@@ -44,13 +47,14 @@ type checkpointCreateOptions struct {
 	Comment  string
 	Label    string
 	Snapshot string // --name: make it a named snapshot
+	Memory   bool   // also save the processes and their memory
 }
 
 func newCheckpointCreateCommand(g *globalOptions) *cobra.Command {
 	var opts checkpointCreateOptions
 	cmd := &cobra.Command{
 		Use:   "create NAME",
-		Short: "Save a checkpoint of a sandbox's disk",
+		Short: "Save a checkpoint of a sandbox's disk, and with --memory its processes",
 		Long: `Save a checkpoint of sandbox NAME's disk and print its id ("Checkpoint
 created: v3").
 
@@ -63,10 +67,20 @@ checkpoint goes on in cairnd.
 
 --comment and --label are free text shown by "cairn checkpoint list".
 --name also makes it a named snapshot, unique in the account, kept when the
-sandbox is deleted.`,
+sandbox is deleted.
+
+--memory also saves the running processes and their memory (the sandbox
+must run): restoring, rolling back to or forking the checkpoint resumes
+them where they were instead of booting. The sandbox is paused for as long
+as writing its memory takes (it grows with the memory the processes use),
+not only for the instant of the disk snapshot. Open TCP connections to the
+outside do not survive a restore of it (the peer sees them broken); "cairn
+exec" sessions attached while it is taken reconnect on their own, losing
+and repeating no output.`,
 		Example: `  cairn checkpoint create web
   cairn checkpoint create web --comment "before the upgrade" --label stable
-  cairn checkpoint create web --name before-upgrade`,
+  cairn checkpoint create web --name before-upgrade
+  cairn checkpoint create web --memory --label "tests half done"`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -77,6 +91,7 @@ sandbox is deleted.`,
 	f.StringVar(&opts.Comment, "comment", "", "a note saying what the checkpoint holds")
 	f.StringVar(&opts.Label, "label", "", "a short tag, shown when there is no comment")
 	f.StringVar(&opts.Snapshot, "name", "", "also make it a named snapshot with this account-wide name")
+	f.BoolVar(&opts.Memory, "memory", false, "also save the running processes and their memory (pauses the sandbox while memory is written)")
 	return cmd
 }
 
@@ -86,6 +101,7 @@ func runCheckpointCreate(ctx context.Context, opts checkpointCreateOptions, g *g
 		Comment: opts.Comment,
 		Label:   opts.Label,
 		Name:    opts.Snapshot,
+		Memory:  opts.Memory,
 	})
 	if err != nil {
 		return err
@@ -284,6 +300,15 @@ func runCheckpointDelete(ctx context.Context, opts checkpointRef, g *globalOptio
 	return nil
 }
 
+// diskOnlyUsage and diskOnlyHelp describe --disk-only in every command
+// that restores or forks a checkpoint.
+const (
+	diskOnlyUsage = "restore only the disk of a memory checkpoint: the sandbox boots instead of resuming"
+	diskOnlyHelp  = `--disk-only restores only the disk of a memory checkpoint: the sandbox boots
+(services start anew) instead of resuming its processes. Use it when the
+memory image is missing or damaged (error K04).`
+)
+
 // restoreOptions are the arguments and flags of cairn checkpoint restore,
 // cairn restore and cairn rollback.
 type restoreOptions struct {
@@ -292,6 +317,7 @@ type restoreOptions struct {
 	As                 string // restore into a new sandbox of this name
 	NoSafetyCheckpoint bool
 	Wait               bool // follow an in-place restore to its end
+	DiskOnly           bool // restore only the disk of a memory checkpoint: boot, do not resume
 }
 
 // newRestoreCommand returns "restore NAME ID"; path is how it is called
@@ -303,22 +329,27 @@ func newRestoreCommand(g *globalOptions, path string) *cobra.Command {
 		Short: "Restore a checkpoint, in place or as a new sandbox",
 		Long: `Restore checkpoint ID of sandbox NAME.
 
-In place (without --as), NAME's disk goes back to the checkpoint: running
-sessions end and the sandbox comes back with its services started; "cairn
-exec" waits meanwhile. First a checkpoint of the current state is taken
-(trigger "restore") so the restore can be undone; --no-safety-checkpoint
+In place (without --as), NAME goes back to the checkpoint and keeps its
+name and id: running sessions end and the sandbox comes back, booted with
+its services started or, if the checkpoint holds memory, with its
+processes resumed where they were; "cairn exec" waits meanwhile. First a
+checkpoint of the current state is taken (trigger "restore", with memory
+if the sandbox runs) so the restore can be undone; --no-safety-checkpoint
 skips it. The restore runs in cairnd: cairn prints its operation and
 returns at once, or with --wait follows it to the end ("cairn rollback"
 does that too).
 
 With --as NEW_NAME, a new, independent sandbox is made from the checkpoint
-and started, and cairn follows it until it runs; NAME and the checkpoint are
-not touched.
+and started (resuming its processes if it holds memory), and cairn follows
+it until it runs; NAME and the checkpoint are not touched.
+
+` + diskOnlyHelp + `
 
 --json prints the operation, or the restored sandbox with --wait or --as.`,
 		Example: fmt.Sprintf(`  %[1]s web v2
   %[1]s web v2 --wait
-  %[1]s web auto-20260301T120000Z --as web-before`, path),
+  %[1]s web auto-20260301T120000Z --as web-before
+  %[1]s web v3 --disk-only`, path),
 		Args: exactArgs("NAME", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.ID = args[0], args[1]
@@ -332,6 +363,7 @@ not touched.
 	f.StringVar(&opts.As, "as", "", "restore into a new sandbox of this name instead of in place")
 	f.BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the restore cannot be undone)")
 	f.BoolVar(&opts.Wait, "wait", false, "follow an in-place restore until the sandbox is back")
+	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	return cmd
 }
 
@@ -347,10 +379,14 @@ with its memory if the checkpoint holds it, and wait until it is back:
 "cairn restore NAME ID --wait".
 
 First a checkpoint of the current state is taken (trigger "restore") so
-the rollback can be undone; --no-safety-checkpoint skips it. Progress goes
-to stderr. Ctrl-C stops following; the rollback goes on in cairnd.`,
+the rollback can be undone (with memory if the sandbox runs);
+--no-safety-checkpoint skips it. Progress goes to stderr. Ctrl-C stops
+following; the rollback goes on in cairnd.
+
+` + diskOnlyHelp,
 		Example: `  cairn rollback web v2
-  cairn rollback web v2 --no-safety-checkpoint`,
+  cairn rollback web v2 --no-safety-checkpoint
+  cairn rollback web v3 --disk-only`,
 		Args: exactArgs("NAME", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.ID = args[0], args[1]
@@ -358,7 +394,9 @@ to stderr. Ctrl-C stops following; the rollback goes on in cairnd.`,
 			return runRestore(cmd.Context(), opts, g)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the rollback cannot be undone)")
+	f := cmd.Flags()
+	f.BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the rollback cannot be undone)")
+	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	return cmd
 }
 
@@ -367,6 +405,7 @@ func runRestore(ctx context.Context, opts restoreOptions, g *globalOptions) erro
 	op, err := c.RestoreCheckpoint(ctx, opts.Name, opts.ID, api.RestoreRequest{
 		As:                 opts.As,
 		NoSafetyCheckpoint: opts.NoSafetyCheckpoint,
+		DiskOnly:           opts.DiskOnly,
 	})
 	if err != nil {
 		return err

@@ -70,6 +70,48 @@ func TestCheckpointCreatePrintsID(t *testing.T) {
 	}
 }
 
+func TestCheckpointCreateMemory(t *testing.T) {
+	var body map[string]any
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/web/checkpoint", func(w http.ResponseWriter, r *http.Request) {
+		body = jsonBody(r)
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-m", Kind: "checkpoint.create"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-m/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, api.Event{Type: api.EventComplete, Data: api.Checkpoint{ID: "v5", Sandbox: "web", Consistency: "frozen", HasMemory: true}})
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"checkpoint", "create", "web", "--memory"}, map[string]any{"memory": true}},
+		{[]string{"checkpoint", "create", "web", "--memory", "--label", "half done"}, map[string]any{"memory": true, "label": "half done"}},
+		{[]string{"checkpoint", "create", "web"}, map[string]any{}},
+	} {
+		body = nil
+		code, stdout, stderr := runCLI(t, context.Background(), append([]string{"--socket", sock}, tc.args...)...)
+		if code != exitOK || stdout != "Checkpoint created: v5\n" {
+			t.Errorf("cairn %q: exit %d, stdout %q, stderr %q", tc.args, code, stdout, stderr)
+		}
+		if !reflect.DeepEqual(body, tc.want) {
+			t.Errorf("cairn %q: request body %v, want %v", tc.args, body, tc.want)
+		}
+	}
+}
+
+func TestCheckpointCreateMemoryHelp(t *testing.T) {
+	code, stdout, _ := runCLI(t, context.Background(), "checkpoint", "create", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, s := range []string{"--memory", "paused for as long", "TCP connections", "reconnect"} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("help lacks %q:\n%s", s, stdout)
+		}
+	}
+}
+
 func TestCheckpointCreateWarnsOnCrashConsistency(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sandboxes/web/checkpoint", func(w http.ResponseWriter, r *http.Request) {
@@ -337,6 +379,56 @@ func TestRestoreAsNewAlwaysFollows(t *testing.T) {
 	}
 }
 
+func TestRestoreDiskOnly(t *testing.T) {
+	var body map[string]any
+	var id string
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/web/checkpoints/{id}/restore", func(w http.ResponseWriter, r *http.Request) {
+		id, body = r.PathValue("id"), jsonBody(r)
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-d", Kind: "sandbox.restore"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-d/events", func(w http.ResponseWriter, r *http.Request) {
+		sb := testSandboxes[0]
+		if as, _ := body["as"].(string); as != "" {
+			sb.Name = as
+		}
+		writeEvents(w, api.Event{Type: api.EventComplete, Data: sb})
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"restore", "web", "v3", "--disk-only"}, map[string]any{"disk_only": true}},
+		{[]string{"checkpoint", "restore", "web", "v3", "--disk-only", "--wait"}, map[string]any{"disk_only": true}},
+		{[]string{"checkpoint", "restore", "web", "v3", "--as", "web-old", "--disk-only"}, map[string]any{"as": "web-old", "disk_only": true}},
+		{[]string{"rollback", "web", "v3", "--disk-only"}, map[string]any{"disk_only": true}},
+		{[]string{"rollback", "web", "v3", "--disk-only", "--no-safety-checkpoint"}, map[string]any{"disk_only": true, "no_safety_checkpoint": true}},
+		{[]string{"rollback", "web", "v3"}, map[string]any{}},
+	} {
+		body, id = nil, ""
+		code, _, stderr := runCLI(t, context.Background(), append([]string{"--socket", sock}, tc.args...)...)
+		if code != exitOK {
+			t.Errorf("cairn %q: exit %d, stderr %q", tc.args, code, stderr)
+		}
+		if id != "v3" || !reflect.DeepEqual(body, tc.want) {
+			t.Errorf("cairn %q: checkpoint %q, request body %v; want v3, %v", tc.args, id, body, tc.want)
+		}
+	}
+}
+
+func TestRestoreMemoryImageBad(t *testing.T) {
+	msg := "the memory image of checkpoint v3 is missing or damaged (pages.img); restore its disk alone with --disk-only"
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/web/checkpoints/v3/restore", func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, http.StatusConflict, api.CodeMemoryImageBad, msg)
+	})
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", fakeDaemon(t, mux), "rollback", "web", "v3")
+	if code != exitFailure || stdout != "" || stderr != "error K04: "+msg+"\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and the K04 error", code, stdout, stderr)
+	}
+}
+
 func TestRestoreFailureFromOperation(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sandboxes/web/checkpoints/v2/restore", func(w http.ResponseWriter, r *http.Request) {
@@ -371,6 +463,10 @@ func TestCheckpointUsageErrorsExit2(t *testing.T) {
 		{"fork", "web", "--count", "0"},
 		{"fork", "web", "--count", "-2"},
 		{"fork", "web", "--count", "many"},
+		{"fork", "web", "--memory", "--disk-only"},
+		{"stop"},
+		{"stop", "web", "--snapshot=maybe"},
+		{"start", "web", "--snapshot"},
 		{"snapshot", "bogus"},
 		{"snapshot", "restore", "before-upgrade"},
 		{"snapshot", "create"},
@@ -403,6 +499,7 @@ func TestCheckpointHelpHasExamples(t *testing.T) {
 		{"checkpoint", "delete"}, {"checkpoint", "restore"}, {"restore"}, {"rollback"}, {"fork"},
 		{"snapshot"}, {"snapshot", "create"}, {"snapshot", "list"}, {"snapshot", "delete"},
 		{"snapshot", "restore"}, {"diff"}, {"status"}, {"config"}, {"account"}, {"create"}, {"info"},
+		{"start"}, {"stop"},
 	} {
 		cmd, _, err := root.Find(path)
 		if err != nil || cmd.CommandPath() != "cairn "+strings.Join(path, " ") {

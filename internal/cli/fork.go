@@ -14,6 +14,8 @@ type forkOptions struct {
 	FromCheckpoint string
 	Count          int
 	NamePrefix     string
+	Memory         bool // fork the running processes too
+	DiskOnly       bool // of a memory checkpoint, fork only the disk: the copies boot
 }
 
 func newForkCommand(g *globalOptions) *cobra.Command {
@@ -24,21 +26,35 @@ func newForkCommand(g *globalOptions) *cobra.Command {
 		Long: `Make --count new, independent sandboxes from sandbox NAME and start them.
 
 By default each copy starts from a new checkpoint of NAME's current state
-(trigger "fork"); --from-checkpoint starts them from an existing one
-instead. The copies are named PREFIX-1 … PREFIX-N, PREFIX being
+(trigger "fork") and boots; --from-checkpoint starts them from an existing
+one instead. The copies are named PREFIX-1 … PREFIX-N, PREFIX being
 --name-prefix (default NAME-fork); "cairn list --parent NAME" shows them.
 NAME itself is not touched. Progress goes to stderr; Ctrl-C stops
 following, the fork goes on in cairnd.
 
+--memory forks the live processes: a memory checkpoint of the running
+sandbox is taken first (NAME is paused while its memory is written, then
+runs on), and every copy continues its processes from that instant. With
+--from-checkpoint of a memory checkpoint the copies continue its processes
+anyway, unless --disk-only: then only its disk is forked and the copies
+boot. What the processes held in memory (keys, tokens, random state
+already drawn) is the same in every copy. Open TCP connections to the
+outside do not survive in the copies.
+
 --json prints an array of the new sandboxes.`,
 		Example: `  cairn fork web
   cairn fork web --count 3 --name-prefix trial
-  cairn fork web --from-checkpoint v2`,
+  cairn fork web --from-checkpoint v2
+  cairn fork web --memory --count 3
+  cairn fork web --from-checkpoint v3 --disk-only`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			if opts.Count < 1 {
 				return usageErrorf("--count must be at least 1, got %d", opts.Count)
+			}
+			if opts.Memory && opts.DiskOnly {
+				return usageErrorf("--memory forks the processes, --disk-only only the disk: give one of them")
 			}
 			return runFork(cmd.Context(), opts, g)
 		},
@@ -47,6 +63,8 @@ following, the fork goes on in cairnd.
 	f.StringVar(&opts.FromCheckpoint, "from-checkpoint", "", "start the copies from this checkpoint (default: a new checkpoint of the current state)")
 	f.IntVar(&opts.Count, "count", 1, "how many copies to make")
 	f.StringVar(&opts.NamePrefix, "name-prefix", "", "name the copies PREFIX-1…PREFIX-N (default NAME-fork)")
+	f.BoolVar(&opts.Memory, "memory", false, "fork the live processes too (a memory checkpoint of the running sandbox is taken first)")
+	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	return cmd
 }
 
@@ -56,6 +74,8 @@ func runFork(ctx context.Context, opts forkOptions, g *globalOptions) error {
 		FromCheckpoint: opts.FromCheckpoint,
 		Count:          opts.Count,
 		NamePrefix:     opts.NamePrefix,
+		Memory:         opts.Memory,
+		DiskOnly:       opts.DiskOnly,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -59,5 +60,37 @@ func TestForkCountZeroIsUsageError(t *testing.T) {
 	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "fork", "web", "--count", "0")
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "--count must be at least 1, got 0") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a message about --count", code, stdout, stderr)
+	}
+}
+
+func TestForkMemoryFlags(t *testing.T) {
+	var body map[string]any
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/web/fork", func(w http.ResponseWriter, r *http.Request) {
+		body = jsonBody(r)
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-fm", Kind: "sandbox.fork"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-fm/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, api.Event{Type: api.EventComplete, Data: []api.Sandbox{{ID: "sb-21", Name: "web-fork-1", Parent: "web"}}})
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"fork", "web", "--memory"}, map[string]any{"count": 1.0, "memory": true}},
+		{[]string{"fork", "web", "--memory", "--count", "3"}, map[string]any{"count": 3.0, "memory": true}},
+		{[]string{"fork", "web", "--from-checkpoint", "v3", "--disk-only"}, map[string]any{"count": 1.0, "from_checkpoint": "v3", "disk_only": true}},
+		{[]string{"fork", "web", "--from-checkpoint", "v3"}, map[string]any{"count": 1.0, "from_checkpoint": "v3"}},
+		{[]string{"fork", "web"}, map[string]any{"count": 1.0}},
+	} {
+		body = nil
+		code, stdout, stderr := runCLI(t, context.Background(), append([]string{"--socket", sock}, tc.args...)...)
+		if code != exitOK || stdout != "Forked web → web-fork-1 (id sb-21)\n" {
+			t.Errorf("cairn %q: exit %d, stdout %q, stderr %q", tc.args, code, stdout, stderr)
+		}
+		if !reflect.DeepEqual(body, tc.want) {
+			t.Errorf("cairn %q: request body %v, want %v", tc.args, body, tc.want)
+		}
 	}
 }

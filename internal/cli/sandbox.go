@@ -144,6 +144,10 @@ parent, creation time, whether cairn-init inside answers, the host pid of
 its runsc process while it runs, its checkpoints of reference, how often it
 is checkpointed automatically and the disk space it uses.
 
+next start (stopped sandboxes only): "resume saved session (ID)" when
+"cairn stop --snapshot" saved its session, so "cairn start" resumes its
+processes from memory checkpoint ID; "boot" when "cairn start" boots it.
+
 current checkpoint: the checkpoint its disk was last restored or forked
 from (it cannot be deleted). source checkpoint: SANDBOX/ID of the checkpoint
 it was forked or restored-as-new from. disk: what its writable layer alone
@@ -174,6 +178,9 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("name", sb.Name)
 	t.Row("id", sb.ID)
 	t.Row("state", sb.State)
+	if next := formatNextStart(sb); next != "" {
+		t.Row("next start", next)
+	}
 	t.Row("image", sb.Image)
 	t.Row("cpus", formatCPUs(sb.CPUs))
 	t.Row("memory", formatMemory(sb.MemoryBytes))
@@ -188,6 +195,19 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
 	return t.Flush()
+}
+
+// formatNextStart says what "cairn start" will do with a stopped sandbox:
+// "resume saved session (v4)" or "boot"; "" when the sandbox is not
+// stopped.
+func formatNextStart(sb api.Sandbox) string {
+	switch {
+	case sb.State != api.StateStopped:
+		return ""
+	case sb.SavedSession != "":
+		return "resume saved session (" + sb.SavedSession + ")"
+	}
+	return "boot"
 }
 
 // formatDisk renders a sandbox's disk usage: "1.2GiB in the sandbox,
@@ -209,10 +229,12 @@ func newStatusCommand(g *globalOptions) *cobra.Command {
 		Long: `Show a short summary of one sandbox: its state and image; when its disk
 was last saved (by a checkpoint of any trigger), its off-site state and how
 often it is checkpointed automatically; why the last automatic checkpoint
-was skipped, if it was (note); and the disk space it and its checkpoints
-use. "cairn info" has the details, "cairn checkpoint list" the checkpoints.
+was skipped, if it was (note); whether "cairn start" resumes its saved
+session or boots it, if it is stopped (next start); and the disk space it
+and its checkpoints use. "cairn info" has the details, "cairn checkpoint list" the checkpoints.
 
   checkpoints   Saved 3 min ago · off-site — · every 5 min when the disk changed
+  next start    resume saved session (v4)
 
 --json prints {"sandbox":{…},"checkpoints":[…]}, automatic checkpoints
 included, oldest first.`,
@@ -253,6 +275,9 @@ func runStatus(ctx context.Context, opts statusOptions, g *globalOptions) error 
 	t.Row("checkpoints", formatCheckpointStatus(g.now(), sb))
 	if sb.AutoCheckpointNote != "" {
 		t.Row("note", sb.AutoCheckpointNote)
+	}
+	if next := formatNextStart(sb); next != "" {
+		t.Row("next start", next)
 	}
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
@@ -343,7 +368,12 @@ func newStartCommand(g *globalOptions) *cobra.Command {
 		Use:   "start NAME",
 		Short: "Start a stopped sandbox",
 		Long: `Start a stopped sandbox and wait until cairn-init inside answers.
-Ctrl-C stops waiting; the start goes on in cairnd.`,
+
+If "cairn stop --snapshot" saved its session, its processes resume from
+that memory checkpoint where they were, and cairn says "resumed from its
+saved session"; otherwise it boots, its services start anew. "cairn info"
+says which will happen (next start). Ctrl-C stops waiting; the start goes
+on in cairnd.`,
 		Example: `  cairn start web`,
 		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -355,43 +385,67 @@ Ctrl-C stops waiting; the start goes on in cairnd.`,
 
 func runStart(ctx context.Context, opts startOptions, g *globalOptions) error {
 	c := g.client()
+	// Whether the start resumes or boots depends on the saved session the
+	// sandbox holds before it (the start clears it).
+	sb, err := c.Sandbox(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
 	op, err := c.StartSandbox(ctx, opts.Name)
 	if err != nil {
 		return err
 	}
-	return finishLifecycle(ctx, c, op, opts.Name, "started", g)
+	done := "started"
+	if sb.SavedSession != "" {
+		done = "resumed from its saved session"
+	}
+	return finishLifecycle(ctx, c, op, opts.Name, done, g)
 }
 
 // stopOptions are the arguments and flags of cairn stop.
 type stopOptions struct {
-	Name string
-	// --snapshot (keep memory, resume on start) will go here.
+	Name     string
+	Snapshot bool // save the session (memory and disk): the next start resumes it
 }
 
 func newStopCommand(g *globalOptions) *cobra.Command {
 	var opts stopOptions
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "stop NAME",
 		Short: "Stop a running sandbox",
 		Long: `Stop a running sandbox: its processes end, its disk (writable layer) is
-kept, and "cairn start" runs it again. Ctrl-C stops waiting; the stop goes on
-in cairnd.`,
-		Example: `  cairn stop web`,
-		Args:    exactArgs("NAME"),
+kept, and "cairn start" boots it again.
+
+With --snapshot its session is saved instead: the processes and their
+memory are checkpointed with the disk (a memory checkpoint, trigger stop)
+and the sandbox stops; the next "cairn start" resumes the processes where
+they were instead of booting. Open TCP connections to the outside do not
+survive. "cairn info" shows which start comes next.
+
+Ctrl-C stops waiting; the stop goes on in cairnd.`,
+		Example: `  cairn stop web
+  cairn stop web --snapshot`,
+		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			return runStop(cmd.Context(), opts, g)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Snapshot, "snapshot", false, "save the session (processes, memory and disk): the next start resumes it")
+	return cmd
 }
 
 func runStop(ctx context.Context, opts stopOptions, g *globalOptions) error {
 	c := g.client()
-	op, err := c.StopSandbox(ctx, opts.Name)
+	op, err := c.StopSandbox(ctx, opts.Name, api.StopRequest{Snapshot: opts.Snapshot})
 	if err != nil {
 		return err
 	}
-	return finishLifecycle(ctx, c, op, opts.Name, "stopped", g)
+	done := "stopped"
+	if opts.Snapshot {
+		done = fmt.Sprintf(`stopped; its session is saved: "cairn start %s" resumes its processes`, opts.Name)
+	}
+	return finishLifecycle(ctx, c, op, opts.Name, done, g)
 }
 
 // restartOptions are the arguments of cairn restart.

@@ -40,6 +40,15 @@ func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, api.ErrorBody{Error: api.ErrorInfo{Code: code, Message: msg}})
 }
 
+// jsonBody decodes the JSON body of a request as cairnd receives it, so
+// that tests check the wire names of the fields sent and that the others
+// are left out.
+func jsonBody(r *http.Request) map[string]any {
+	var m map[string]any
+	json.NewDecoder(r.Body).Decode(&m)
+	return m
+}
+
 // writeEvents answers an operation's event stream with evs as NDJSON.
 func writeEvents(w http.ResponseWriter, evs ...api.Event) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -171,6 +180,9 @@ func TestInfoHuman(t *testing.T) {
 
 func TestFollowEndsInError(t *testing.T) {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, testSandboxes[1])
+	})
 	mux.HandleFunc("POST /v1/sandboxes/web/start", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-1", Kind: "sandbox.start", Status: api.OpRunning})
 	})
@@ -410,5 +422,167 @@ func TestConfigWithoutSettingsExits2(t *testing.T) {
 		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, "Usage:") {
 			t.Errorf("cairn %q: exit %d, stdout %q, stderr %q; want %d, an error and the usage", args, code, stdout, stderr, exitUsage)
 		}
+	}
+}
+
+// lifecycleDaemon answers for sandbox web, which is sb before a start or
+// stop: it records the requests in calls ("GET", "start", "stop") and the
+// JSON body of the last start or stop in body, and ends both with sb.
+func lifecycleDaemon(t *testing.T, sb api.Sandbox, calls *[]string, body *map[string]any) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
+		*calls = append(*calls, "GET")
+		writeJSON(w, 200, sb)
+	})
+	for _, op := range []string{"start", "stop"} {
+		mux.HandleFunc("POST /v1/sandboxes/web/"+op, func(w http.ResponseWriter, r *http.Request) {
+			*calls = append(*calls, op)
+			*body = jsonBody(r)
+			writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-" + op, Kind: "sandbox." + op})
+		})
+	}
+	mux.HandleFunc("GET /v1/operations/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, api.Event{Type: api.EventComplete, Data: sb})
+	})
+	return fakeDaemon(t, mux)
+}
+
+func TestStopSnapshot(t *testing.T) {
+	var calls []string
+	var body map[string]any
+	sock := lifecycleDaemon(t, testSandboxes[0], &calls, &body)
+	for _, tc := range []struct {
+		args     []string
+		wantBody map[string]any
+		want     string
+	}{
+		{[]string{"stop", "web"}, map[string]any{}, "Sandbox web stopped\n"},
+		{[]string{"stop", "web", "--snapshot"}, map[string]any{"snapshot": true},
+			"Sandbox web stopped; its session is saved: \"cairn start web\" resumes its processes\n"},
+	} {
+		body = nil
+		code, stdout, stderr := runCLI(t, context.Background(), append([]string{"--socket", sock}, tc.args...)...)
+		if code != exitOK || stdout != tc.want || stderr != "" {
+			t.Errorf("cairn %q: exit %d, stdout %q, stderr %q; want 0 and %q", tc.args, code, stdout, stderr, tc.want)
+		}
+		if !reflect.DeepEqual(body, tc.wantBody) {
+			t.Errorf("cairn %q: request body %v, want %v", tc.args, body, tc.wantBody)
+		}
+	}
+
+	code, stdout, _ := runCLI(t, context.Background(), "--socket", sock, "--json", "stop", "web", "--snapshot")
+	var sb api.Sandbox
+	if err := json.Unmarshal([]byte(stdout), &sb); code != exitOK || err != nil || sb.Name != "web" {
+		t.Errorf("json: exit %d, stdout %q (%v); want the sandbox", code, stdout, err)
+	}
+}
+
+func TestStartSaysWhetherItResumes(t *testing.T) {
+	for _, tc := range []struct {
+		saved string
+		want  string
+	}{
+		{"", "Sandbox web started\n"},
+		{"v4", "Sandbox web resumed from its saved session\n"},
+	} {
+		sb := testSandboxes[1]
+		sb.Name, sb.SavedSession = "web", tc.saved
+		var calls []string
+		var body map[string]any
+		sock := lifecycleDaemon(t, sb, &calls, &body)
+		code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "start", "web")
+		if code != exitOK || stdout != tc.want || stderr != "" {
+			t.Errorf("saved session %q: exit %d, stdout %q, stderr %q; want 0 and %q", tc.saved, code, stdout, stderr, tc.want)
+		}
+		if want := []string{"GET", "start"}; !reflect.DeepEqual(calls, want) {
+			t.Errorf("saved session %q: requests %q, want %q (the saved session is read before the start)", tc.saved, calls, want)
+		}
+	}
+}
+
+func TestStartOfMissingSandboxDoesNotStart(t *testing.T) {
+	started := false
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, http.StatusNotFound, api.CodeNoSandbox, `no sandbox named "`+r.PathValue("name")+`"`)
+	})
+	mux.HandleFunc("POST /v1/sandboxes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
+		started = true
+		writeAPIError(w, http.StatusNotFound, api.CodeNoSandbox, `no sandbox named "`+r.PathValue("name")+`"`)
+	})
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", fakeDaemon(t, mux), "start", "nope")
+	if code != exitFailure || stdout != "" || stderr != "error S01: no sandbox named \"nope\"\n" || started {
+		t.Errorf("exit %d, stdout %q, stderr %q, start asked %v; want 1, the S01 error and no start", code, stdout, stderr, started)
+	}
+}
+
+func TestInfoNextStart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state string
+		saved string
+		want  string // the next start line; "" for none
+	}{
+		{"saved session", api.StateStopped, "v4", "next start           resume saved session (v4)\n"},
+		{"saved session of another sandbox", api.StateStopped, "web/v4", "next start           resume saved session (web/v4)\n"},
+		{"cold stop", api.StateStopped, "", "next start           boot\n"},
+		{"running", api.StateRunning, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := testSandboxes[0]
+			sb.State, sb.SavedSession = tc.state, tc.saved
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, 200, sb)
+			})
+			var out bytes.Buffer
+			g := newGlobalOptions(nil, &out, &out)
+			g.Socket = fakeDaemon(t, mux)
+			g.now = func() time.Time { return testNow }
+			if err := runInfo(context.Background(), infoOptions{Name: "web"}, g); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if strings.Contains(out.String(), "next start") {
+					t.Errorf("info of a %s sandbox has a next start line:\n%s", tc.state, out.String())
+				}
+				return
+			}
+			if want := "state                " + tc.state + "\n" + tc.want; !strings.Contains(out.String(), want) {
+				t.Errorf("info output lacks %q:\n%s", want, out.String())
+			}
+		})
+	}
+}
+
+func TestStatusNextStart(t *testing.T) {
+	sb := testSandboxes[0]
+	sb.State, sb.SavedSession = api.StateStopped, "v4"
+	at := testNow.Add(-3 * time.Minute)
+	sb.LastCheckpointAt = &at
+	var out bytes.Buffer
+	g := newGlobalOptions(nil, &out, &out)
+	g.Socket = statusDaemon(t, sb, testCheckpoints)
+	g.now = func() time.Time { return testNow }
+	if err := runStatus(context.Background(), statusOptions{Name: "web"}, g); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"web  stopped  (image debian)\n" +
+		"checkpoints   Saved 3 min ago · off-site — · every 5 min when the disk changed\n" +
+		"next start    resume saved session (v4)\n" +
+		"disk          40MiB in the sandbox, 12.5MiB in 3 checkpoints\n"
+	if out.String() != want {
+		t.Errorf("status:\n%s\nwant:\n%s", out.String(), want)
+	}
+
+	out.Reset()
+	sb.SavedSession = ""
+	g.Socket = statusDaemon(t, sb, testCheckpoints)
+	if err := runStatus(context.Background(), statusOptions{Name: "web"}, g); err != nil {
+		t.Fatal(err)
+	}
+	if line := "next start    boot\n"; !strings.Contains(out.String(), line) {
+		t.Errorf("status lacks %q:\n%s", line, out.String())
 	}
 }

@@ -182,35 +182,45 @@ func runSnapshotDelete(ctx context.Context, opts snapshotDeleteOptions, g *globa
 
 // snapshotRestoreOptions are the arguments of cairn snapshot restore.
 type snapshotRestoreOptions struct {
-	Ref     string // global id, snapshot name or SANDBOX/ID
-	NewName string
+	Ref      string // global id, snapshot name or SANDBOX/ID
+	NewName  string
+	DiskOnly bool // restore only the disk of a memory checkpoint: boot, do not resume
 }
 
 func newSnapshotRestoreCommand(g *globalOptions) *cobra.Command {
 	var opts snapshotRestoreOptions
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "restore ID_OR_NAME NEW_NAME",
 		Short: "Restore a snapshot as a new sandbox",
 		Long: `Make a new, independent sandbox NEW_NAME from a checkpoint and start it.
 ID_OR_NAME is an account-wide checkpoint id, a snapshot name or SANDBOX/ID;
 the checkpoint may belong to a sandbox that was deleted. Neither the
-checkpoint nor its sandbox is touched.
+checkpoint nor its sandbox is touched. If the checkpoint holds memory, the
+new sandbox resumes its processes where they were instead of booting.
+
+` + diskOnlyHelp + `
 
 cairn follows the operation until the sandbox runs, printing its progress
 on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
 		Example: `  cairn snapshot restore before-upgrade web-old
-  cairn snapshot restore web/auto-20260301T120000Z web-noon`,
+  cairn snapshot restore web/auto-20260301T120000Z web-noon
+  cairn snapshot restore web/v3 web-v3 --disk-only`,
 		Args: exactArgs("ID_OR_NAME", "NEW_NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref, opts.NewName = args[0], args[1]
 			return runSnapshotRestore(cmd.Context(), opts, g)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
+	return cmd
 }
 
 func runSnapshotRestore(ctx context.Context, opts snapshotRestoreOptions, g *globalOptions) error {
 	c := g.client()
-	op, err := c.RestoreSnapshot(ctx, opts.Ref, opts.NewName)
+	op, err := c.RestoreSnapshot(ctx, opts.Ref, api.SnapshotRestoreRequest{
+		Name:     opts.NewName,
+		DiskOnly: opts.DiskOnly,
+	})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,35 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 }
 
+func TestSnapshotRestoreDiskOnly(t *testing.T) {
+	var body map[string]any
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/snapshots/{ref}/restore", func(w http.ResponseWriter, r *http.Request) {
+		body = jsonBody(r)
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-sd"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-sd/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, api.Event{Type: api.EventComplete, Data: api.Sandbox{ID: "sb-6", Name: "web-v3"}})
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"snapshot", "restore", "web/v3", "web-v3", "--disk-only"}, map[string]any{"name": "web-v3", "disk_only": true}},
+		{[]string{"snapshot", "restore", "web/v3", "web-v3"}, map[string]any{"name": "web-v3"}},
+	} {
+		body = nil
+		code, stdout, stderr := runCLI(t, context.Background(), append([]string{"--socket", sock}, tc.args...)...)
+		if code != exitOK || stdout != "Sandbox web-v3 created from snapshot web/v3 and running\n" {
+			t.Errorf("cairn %q: exit %d, stdout %q, stderr %q", tc.args, code, stdout, stderr)
+		}
+		if !reflect.DeepEqual(body, tc.want) {
+			t.Errorf("cairn %q: request body %v, want %v", tc.args, body, tc.want)
+		}
+	}
+}
+
 func TestSnapshotCreate(t *testing.T) {
 	var req api.CreateCheckpointRequest
 	mux := http.NewServeMux()

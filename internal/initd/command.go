@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -13,8 +14,13 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 )
 
-// defaultPath is the PATH of commands unless the environment sets another.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// toolsDir holds cairn's own tools in a sandbox (cairn-env). It ends the
+// PATH of commands and services, so that it shadows nothing in the image.
+const toolsDir = "/.cairn/bin"
+
+// defaultPath is the PATH of commands and services unless the environment
+// sets another.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + toolsDir
 
 // command builds the exec.Cmd for req, without stdio or process attributes.
 // base is the environment every command starts from. The program is looked
@@ -56,14 +62,17 @@ func checkDir(dir string) error {
 }
 
 // environ is the environment of req's command: PATH and HOME defaults,
-// then base without TERM, then TERM for a terminal, then req.Env. A later
-// KEY=VALUE replaces an earlier one.
+// then base without TERM (toolsDir added to the end of its PATH), then TERM
+// for a terminal, then req.Env. A later KEY=VALUE replaces an earlier one.
 func environ(base []string, req api.ExecRequest) []string {
 	env := []string{"PATH=" + defaultPath, "HOME=/root"}
 	for _, kv := range base {
 		if !strings.HasPrefix(kv, "TERM=") { // it describes cairn-init's console
 			env = setenv(env, kv)
 		}
+	}
+	if path := pathOf(env); !slices.Contains(filepath.SplitList(path), toolsDir) {
+		env = setenv(env, "PATH="+strings.TrimSuffix(path, ":")+":"+toolsDir)
 	}
 	if req.TTY && !req.Detach {
 		env = setenv(env, "TERM=xterm-256color")

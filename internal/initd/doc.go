@@ -4,8 +4,13 @@
 // it started, and keeps one yamux connection to cairnd by dialing the host
 // socket bound into the sandbox, again and again whenever the connection
 // breaks. cairnd opens a stream on that connection per request: ping, exec,
-// sync or shutdown. Processes outlive the connection; an attached exec
-// session does not (see docs/exec-protocol.md).
+// sync, shutdown, services or logs. Processes outlive the connection; an
+// attached exec session does not (see docs/exec-protocol.md).
+//
+// At start it also starts the services defined in /etc/cairn/services and
+// restarts them per their policy until it stops, with their output in
+// /var/log/cairn (see docs/services.md). Processes started through exec
+// are never restarted.
 //
 // Behaviour only PID 1 may have (signalling every process with kill(-1, …))
 // is enabled by Config.IsInit. Without it, initd marks its process a child

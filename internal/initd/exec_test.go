@@ -33,13 +33,25 @@ func TestExecEnvironmentAndDir(t *testing.T) {
 		Env:     []string{"FOO=bar", "HOME=/nowhere", "FOO=baz"},
 		Dir:     "/tmp",
 	})
-	want := "baz base /nowhere unset /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n/tmp\n"
+	want := "baz base /nowhere unset /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/.cairn/bin\n/tmp\n"
 	if r.stdout != want || r.exit.Code != 0 {
 		t.Errorf("got %+v, want stdout %q", r, want)
 	}
 	r = run(t, h, api.ExecRequest{Command: []string{"pwd"}})
 	if r.stdout != "/\n" {
 		t.Errorf("default dir: %q", r.stdout)
+	}
+}
+
+// cairn's tools end the PATH that cairn-init got, not the one a request sets.
+func TestExecPathEndsWithTools(t *testing.T) {
+	h := startWith(t, initd.Config{Env: []string{"PATH=/usr/bin:/bin"}})
+	if r := run(t, h, api.ExecRequest{Command: []string{"sh", "-c", `echo "$PATH"`}}); r.stdout != "/usr/bin:/bin:/.cairn/bin\n" {
+		t.Errorf("base PATH: %q", r.stdout)
+	}
+	r := run(t, h, api.ExecRequest{Command: []string{"/bin/sh", "-c", `echo "$PATH"`}, Env: []string{"PATH=/bin"}})
+	if r.stdout != "/bin\n" {
+		t.Errorf("PATH of the request: %q", r.stdout)
 	}
 }
 

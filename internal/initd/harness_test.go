@@ -46,6 +46,12 @@ func startInit(t *testing.T, cfg initd.Config) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.Version = "test"
+	if cfg.ServicesDir == "" { // not the machine's own
+		cfg.ServicesDir = t.TempDir()
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = t.TempDir()
+	}
 	cfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := &running{done: make(chan struct{})}
 	go func() {

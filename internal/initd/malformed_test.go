@@ -65,6 +65,11 @@ func TestMalformedRequests(t *testing.T) {
 		{`{"op":"exec"}` + "\n", "exec: no exec request"},
 		{`{"op":"exec","exec":{"command":[]}}` + "\n", "exec: no command"},
 		{`{"op":"exec","exec":{"command":"ls"}}` + "\n", "bad request header: decode agent message: json: cannot unmarshal"},
+		{`{"op":"logs"}` + "\n", "logs: no logs request"},
+		{`{"op":"logs","logs":{"service":"../x"}}` + "\n", `invalid service name "../x"`},
+		{`{"op":"logs","logs":{"service":""}}` + "\n", `invalid service name ""`},
+		{`{"op":"logs","logs":{"service":"x","tail_bytes":-1}}` + "\n", `no service "x"`},
+		{`{"op":"logs","logs":{"service":"x","tail_bytes":"a"}}` + "\n", "bad request header: decode agent message: json: cannot unmarshal"},
 	} {
 		if got := exchange(t, sess, tc.raw); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%.40q: error %q, want %q…", tc.raw, got, tc.want)

@@ -1,6 +1,7 @@
 package initd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,17 +30,22 @@ type Config struct {
 	Version    string        // reported by ping
 	TermGrace  time.Duration // SIGTERM to SIGKILL on our own SIGTERM; default DefaultTermGrace
 	Log        *slog.Logger  // default slog.Default()
+
+	ServicesDir string  // service definitions, read at start; default DefaultServicesDir
+	LogDir      string  // service logs, NAME.log; default DefaultLogDir
+	Backoff     Backoff // restart delays of services; zero fields take those of DefaultBackoff
 }
 
 // server is one running cairn-init.
 type server struct {
-	cfg    Config
-	log    *slog.Logger
-	bootID string
-	reaper *reaper
-	groups *groups
-	stop   context.CancelFunc // ends Run
-	wg     sync.WaitGroup     // stream handlers
+	cfg      Config
+	log      *slog.Logger
+	bootID   string
+	reaper   *reaper
+	groups   *groups
+	services *services
+	stop     context.CancelFunc // ends Run
+	wg       sync.WaitGroup     // stream handlers
 }
 
 // Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx
@@ -56,6 +62,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.ServicesDir == "" {
+		cfg.ServicesDir = DefaultServicesDir
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = DefaultLogDir
+	}
+	def := DefaultBackoff()
+	cfg.Backoff.First = cmp.Or(cfg.Backoff.First, def.First)
+	cfg.Backoff.Max = cmp.Or(cfg.Backoff.Max, def.Max)
+	cfg.Backoff.Reset = cmp.Or(cfg.Backoff.Reset, def.Reset)
 	if !cfg.IsInit {
 		// Orphaned descendants are then reparented to us, as they would be to PID 1.
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -74,6 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 		groups: newGroups(),
 		stop:   stop,
 	}
+	s.services = newServices(s, loadServices(cfg.ServicesDir, cfg.Log))
 
 	// Before anything can start: Go's default for SIGTERM is to exit.
 	sigs := make(chan os.Signal, 8)
@@ -84,11 +101,14 @@ func Run(ctx context.Context, cfg Config) error {
 	var reaping, loops sync.WaitGroup
 	reaping.Go(func() { s.reaper.run(stopReaping) })
 	loops.Go(func() { s.forwardSignals(ctx, sigs) })
+	s.log.Info("cairn-init started", "version", cfg.Version, "pid", os.Getpid(), "socket", cfg.SocketPath)
+	s.services.start()
 	loops.Go(func() { s.dialLoop(ctx) })
 
-	s.log.Info("cairn-init started", "version", cfg.Version, "pid", os.Getpid(), "socket", cfg.SocketPath)
 	<-ctx.Done()
 	loops.Wait()
+	// Unless terminate already did, stop the services (those it started).
+	s.services.shutdown(cfg.TermGrace)
 	// Handlers end once their process exits, so the reaper must outlive them.
 	s.wg.Wait()
 	close(stopReaping)
@@ -101,12 +121,15 @@ const killWait = time.Second
 
 // terminate sends SIGTERM to every process (as PID 1) or to every group we
 // started, SIGKILL to what is left after grace, and returns once they are
-// gone (and reaped) or killWait later.
+// gone (and reaped) or killWait later. No service is restarted from then
+// on; it also waits (at most killWait more) until their exits are logged.
 func (s *server) terminate(grace time.Duration) {
+	s.services.stop()
 	s.signalAll(unix.SIGTERM)
 	s.waitAllGone(grace)
 	s.signalAll(unix.SIGKILL)
 	s.waitAllGone(killWait)
+	s.services.wait(killWait)
 }
 
 // signalAll sends sig to every other process when initd is PID 1, else to

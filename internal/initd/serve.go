@@ -36,8 +36,18 @@ func (s *server) handle(st *yamux.Stream) {
 			return
 		}
 		s.serveExec(st, *req.Exec)
+	case api.AgentOpServices:
+		s.serveServices(st)
+	case api.AgentOpLogs:
+		s.serveLogs(st, req.Logs)
 	case api.AgentOpSync:
 		unix.Sync()
+		s.reply(st, api.AgentResult{OK: true})
+	case api.AgentOpHostname:
+		if err := unix.Sethostname([]byte(req.Hostname)); err != nil {
+			s.replyError(st, fmt.Errorf("sethostname: %w", err))
+			return
+		}
 		s.reply(st, api.AgentResult{OK: true})
 	case api.AgentOpShutdown:
 		grace := time.Duration(req.GraceMS) * time.Millisecond
@@ -60,6 +70,11 @@ func (s *server) reply(st *yamux.Stream, v any) {
 	}
 }
 
+// replyError answers that the op failed, with the code of an *opError.
 func (s *server) replyError(st *yamux.Stream, err error) {
-	s.reply(st, api.AgentResult{Error: err.Error()})
+	res := api.AgentResult{Error: err.Error()}
+	if oe, ok := errors.AsType[*opError](err); ok {
+		res.Code = oe.code
+	}
+	s.reply(st, res)
 }

@@ -108,8 +108,14 @@ type Sandbox struct {
 	// negative and sub-second intervals (see AutoCheckpointSeconds); range
 	// checks are the caller's.
 	AutoCheckpoint time.Duration
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// ResumeCheckpoint is the id of the memory checkpoint the stopped
+	// sandbox resumes from at its next start (a saved session, taken by
+	// cairn stop --snapshot); "" when none, and the sandbox cold-starts.
+	// Changed by SetResumeCheckpoint; cleared by DeleteCheckpoint when it
+	// deletes the checkpoint named here.
+	ResumeCheckpoint string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // Validate checks what the store itself relies on: an id, an account, a name,
@@ -302,7 +308,11 @@ type Store interface {
 	// to DefaultAutoCheckpoint. sb.ParentID,
 	// sb.CurrentCheckpoint and sb.SourceCheckpoint need not name existing
 	// rows: a fork outlives its parent and the checkpoint it came from.
-	// The new sandbox's manual checkpoints start at v0.
+	// sb.ResumeCheckpoint is stored as given too, unchecked: the caller
+	// makes sure it names a memory checkpoint that exists (a new sandbox
+	// has no checkpoints of its own, so SetResumeCheckpoint's rule cannot
+	// apply here); from then on DeleteCheckpoint clears it with its
+	// checkpoint. The new sandbox's manual checkpoints start at v0.
 	CreateSandbox(ctx context.Context, sb Sandbox) error
 	// SandboxByName returns the sandbox called name in the account, or
 	// ErrNotFound.
@@ -332,6 +342,16 @@ type Store interface {
 	// check the interval's range (cairnd allows 60 s to 24 h): the caller
 	// does.
 	SetAutoCheckpoint(ctx context.Context, sandboxID string, every time.Duration) error
+	// SetResumeCheckpoint records checkpointID as the memory checkpoint
+	// the sandbox resumes from at its next start (a saved session; "" for
+	// none: the sandbox cold-starts) and sets UpdatedAt to now, even when
+	// it does not change. ErrNotFound if no sandbox has that id, or if
+	// checkpointID is not "" and is no checkpoint of that sandbox (one of
+	// another sandbox, even of the same account, is not found either).
+	// The store does not check that the checkpoint holds memory
+	// (HasMemory) nor the sandbox's state: the caller does. Deleting the
+	// checkpoint with DeleteCheckpoint clears it again.
+	SetResumeCheckpoint(ctx context.Context, sandboxID, checkpointID string) error
 	// DeleteSandbox removes the sandbox, or returns ErrNotFound if no
 	// sandbox has that id (so a second delete reports ErrNotFound). Its
 	// checkpoints stay: they are deleted one by one, with DeleteCheckpoint.
@@ -387,9 +407,13 @@ type Store interface {
 	// is already called succeeds.
 	SetCheckpointName(ctx context.Context, id, name string) error
 	// DeleteCheckpoint removes the checkpoint's row, or returns ErrNotFound
-	// if no checkpoint has that id. It does not look at the sandboxes: the
-	// caller makes sure no sandbox has it as CurrentCheckpoint. A deleted
-	// manual checkpoint's v-number is not given again.
+	// if no checkpoint has that id. A sandbox that has it as its
+	// ResumeCheckpoint loses it in the same transaction (ResumeCheckpoint
+	// becomes "" and UpdatedAt now), so the sandbox cold-starts instead of
+	// resuming from a checkpoint that is gone; no other sandbox is touched.
+	// It does not look at the other references: the caller makes sure no
+	// sandbox has it as CurrentCheckpoint. A deleted manual checkpoint's
+	// v-number is not given again.
 	DeleteCheckpoint(ctx context.Context, id string) error
 
 	// Close releases the store. No method may be called after it.

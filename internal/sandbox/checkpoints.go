@@ -23,6 +23,9 @@ type checkpointOpts struct {
 	Comment string
 	Label   string
 	Name    string // snapshot name; "" for none
+	Memory  bool   // save processes and memory too (the sandbox must run)
+	// StopAfter ends the sandbox once saved (a saved session).
+	StopAfter bool
 }
 
 // CreateCheckpoint starts an operation that checkpoints the sandbox called
@@ -31,9 +34,6 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 	acct, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
 		return nil, err
-	}
-	if req.Memory {
-		return nil, errdefs.New(api.CodeInvalidArgument, "memory checkpoints are not available yet; take a disk checkpoint")
 	}
 	if req.Name != "" {
 		if err := validateSnapshotName(req.Name); err != nil {
@@ -56,7 +56,7 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 			}
 			return nil, err
 		}
-		ck, res, err := m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerManual, Comment: req.Comment, Label: req.Label, Name: req.Name}, op)
+		ck, res, err := m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerManual, Comment: req.Comment, Label: req.Label, Name: req.Name, Memory: req.Memory}, op)
 		if err != nil {
 			return nil, err
 		}
@@ -82,16 +82,29 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	inst := m.live[sb.ID]
 	m.mu.Unlock()
 	req := checkpoint.Request{
-		SandboxID: sb.ID,
-		Root:      m.cfg.Pool.SandboxPath(sb.ID),
-		Dest:      dest,
-		Running:   inst != nil,
-		Runtime:   m.cfg.Runtime,
-		Pool:      m.cfg.Pool,
-		Progress:  func(s string) { op.Progress("%s", s) },
+		SandboxID:    sb.ID,
+		Root:         m.cfg.Pool.SandboxPath(sb.ID),
+		Dest:         dest,
+		Running:      inst != nil,
+		Runtime:      m.cfg.Runtime,
+		Pool:         m.cfg.Pool,
+		Checkpointer: m.cfg.Runtime,
+		Memory:       opts.Memory,
+		StopAfter:    opts.StopAfter,
+		Progress:     func(s string) { op.Progress("%s", s) },
 	}
 	if inst != nil {
 		req.Agent = inst.agent
+	}
+	if opts.Memory {
+		if inst == nil {
+			return metadata.Checkpoint{}, checkpoint.Result{}, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: a memory checkpoint needs running processes", sb.Name)
+		}
+		req.MemoryDir = m.cfg.Pool.MemoryPath(id)
+		if err := m.cfg.Pool.Create(ctx, req.MemoryDir); err != nil {
+			return metadata.Checkpoint{}, checkpoint.Result{}, err
+		}
+		undo.Add(func() { logErr("undo: delete memory image", m.cfg.Pool.Delete(context.Background(), req.MemoryDir)) })
 	}
 	res, err := checkpoint.Take(ctx, req)
 	if err != nil {
@@ -109,6 +122,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 		ID: id, AccountID: sb.AccountID, SandboxID: sb.ID, SandboxName: sb.Name,
 		Name: opts.Name, Trigger: opts.Trigger, Consistency: res.Consistency,
 		Comment: opts.Comment, Label: opts.Label, Image: sb.Image, RootGeneration: marker,
+		HasMemory: opts.Memory,
 	}
 	var ck metadata.Checkpoint
 	if opts.Trigger == api.TriggerManual {
@@ -125,7 +139,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	undo.Success()
 	logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
 	slog.Info("checkpoint created", "sandbox", sb.Name, "id", ck.Seq, "global_id", ck.ID, "trigger", ck.Trigger,
-		"consistency", ck.Consistency, "paused", res.Paused, "quiesce", res.Quiesce)
+		"consistency", ck.Consistency, "memory", ck.HasMemory, "paused", res.Paused, "quiesce", res.Quiesce, "memory_save", res.MemorySave)
 	return ck, res, nil
 }
 
@@ -258,8 +272,11 @@ func (m *Manager) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
 		Offsite: "pending",
 	}
-	if u, ok := usage[m.cfg.Pool.Rel(m.cfg.Pool.CheckpointPath(ck.ID))]; ok {
-		out.SizeExclusive, out.SizeTotal = u.Exclusive, u.Referenced
+	for _, path := range []string{m.cfg.Pool.CheckpointPath(ck.ID), m.cfg.Pool.MemoryPath(ck.ID)} {
+		if u, ok := usage[m.cfg.Pool.Rel(path)]; ok {
+			out.SizeExclusive += u.Exclusive
+			out.SizeTotal += u.Referenced
+		}
 	}
 	return out
 }
@@ -341,6 +358,11 @@ func (m *Manager) deleteCheckpoint(ctx context.Context, acct metadata.Account, c
 	if sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID); err == nil {
 		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
 	}
+	if ck.HasMemory {
+		if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.MemoryPath(ck.ID)); err != nil {
+			return err
+		}
+	}
 	if err := m.cfg.Pool.Reclaim(ctx, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
 		return err
 	}
@@ -394,6 +416,7 @@ func (m *Manager) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.Disk
 	du := &api.DiskUsage{Sandbox: usage[m.cfg.Pool.Rel(m.cfg.Pool.SandboxPath(sb.ID))].Exclusive, CheckpointCount: len(cks)}
 	for _, ck := range cks {
 		du.Checkpoints += usage[m.cfg.Pool.Rel(m.cfg.Pool.CheckpointPath(ck.ID))].Exclusive
+		du.Checkpoints += usage[m.cfg.Pool.Rel(m.cfg.Pool.MemoryPath(ck.ID))].Exclusive
 	}
 	return du, nil
 }

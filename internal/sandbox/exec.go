@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -33,4 +34,47 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 		return 0, nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "exec in sandbox %s", name)
 	}
 	return pid, stream, nil
+}
+
+// Services lists the services defined in the sandbox called name, with
+// their states, as cairn-init reports them.
+func (m *Manager) Services(ctx context.Context, account, name string) ([]api.ServiceStatus, error) {
+	host, err := m.agentOf(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	list, err := host.Services(ctx)
+	if err != nil {
+		return nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "services of %s", name)
+	}
+	return list, nil
+}
+
+// ServiceLogs returns the end of a service's log, read inside the sandbox
+// by cairn-init (cairnd never follows paths inside a sandbox's root).
+func (m *Manager) ServiceLogs(ctx context.Context, account, name, service string, tail int) ([]byte, error) {
+	host, err := m.agentOf(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := host.ServiceLogs(ctx, service, tail)
+	var noSvc *agent.NoServiceError
+	switch {
+	case errors.As(err, &noSvc):
+		return nil, errdefs.New(api.CodeNoService, "sandbox %s has no service %q (see `cairn services %s`)", name, service, name)
+	case errdefs.CodeOf(err) == api.CodeInvalidArgument:
+		return nil, err
+	case err != nil:
+		return nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "logs of %s in %s", service, name)
+	}
+	return b, nil
+}
+
+// agentOf returns the agent of the running sandbox called name.
+func (m *Manager) agentOf(ctx context.Context, account, name string) (*agent.Host, error) {
+	_, sb, err := m.lookup(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	return m.waitReady(ctx, sb)
 }

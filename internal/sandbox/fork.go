@@ -51,6 +51,14 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if from, err = m.findCheckpoint(ctx, parent, req.FromCheckpoint); err != nil {
 			return nil, err
 		}
+		if req.Memory && !from.HasMemory {
+			return nil, errdefs.New(api.CodeNoMemory, "checkpoint %s holds no memory: fork it without --memory", from.Seq)
+		}
+		if _, err := m.memoryImage(from, req.DiskOnly); err != nil {
+			return nil, err
+		}
+	} else if req.Memory && !m.isLive(parent.ID) {
+		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: there is no live memory to fork", name)
 	}
 	if err := m.checkDiskLimit(ctx); err != nil {
 		return nil, err
@@ -77,12 +85,16 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
 			if err == nil {
 				op.Progress("Checkpointing %s to fork it", name)
-				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count)}, op)
+				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
 			}
 			lock.Unlock()
 			if err != nil {
 				return nil, err
 			}
+		}
+		mem, err := m.memoryImage(from, req.DiskOnly)
+		if err != nil {
+			return nil, err
 		}
 		children := make([]metadata.Sandbox, len(names))
 		errs := make([]error, len(names))
@@ -93,7 +105,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				errs[i] = m.create(ctx, op, children[i], m.cfg.Pool.CheckpointPath(from.ID))
+				errs[i] = m.create(ctx, op, children[i], m.cfg.Pool.CheckpointPath(from.ID), mem)
 			})
 		}
 		wg.Wait()

@@ -138,3 +138,17 @@ func (m *Manager) removeBrowse(ctx context.Context, id string) error {
 	}
 	return os.Remove(dir)
 }
+
+// rename gives a sandbox resumed from another's memory its own hostname:
+// the kernel state came from the checkpoint, hostname included.
+func (m *Manager) rename(ctx context.Context, sb metadata.Sandbox) {
+	m.mu.Lock()
+	inst := m.live[sb.ID]
+	m.mu.Unlock()
+	if inst == nil {
+		return
+	}
+	if err := inst.agent.SetHostname(ctx, sb.Name); err != nil {
+		slog.Warn("set hostname of resumed copy", "sandbox", sb.Name, "err", err)
+	}
+}

@@ -63,7 +63,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 		if err != nil {
 			return nil, err
 		}
-		if err := m.create(ctx, op, sb, imgPath); err != nil {
+		if err := m.create(ctx, op, sb, imgPath, ""); err != nil {
 			return nil, err
 		}
 		return m.Get(ctx, account, sb.Name)
@@ -101,9 +101,9 @@ func (m *Manager) reserveName(ctx context.Context, account, name string) (metada
 }
 
 // create makes sandbox sb with a root snapshotted from source (an image or
-// a checkpoint), starts it and commits its row. On failure every step is
-// undone.
-func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox, source string) error {
+// a checkpoint), starts it (resuming the processes of memImage, if not "")
+// and commits its row. On failure every step is undone.
+func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox, source, memImage string) error {
 	undo := revert.New()
 	defer undo.Fail()
 
@@ -118,10 +118,13 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 	undo.Add(func() { os.RemoveAll(m.sandboxDir(sb.ID)) })
 
 	op.Progress("Starting sandbox %s", sb.Name)
-	if err := m.startContainer(ctx, sb); err != nil {
+	if err := m.startContainer(ctx, sb, memImage); err != nil {
 		return err
 	}
 	undo.Add(func() { m.stopContainer(context.Background(), sb) })
+	if memImage != "" {
+		m.rename(ctx, sb)
+	}
 	sb.State = metadata.SandboxRunning
 	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
 		if errors.Is(err, metadata.ErrConflict) {
@@ -150,20 +153,31 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		lock := m.diskLock(sb.ID)
 		lock.Lock()
 		defer lock.Unlock()
-		op.Progress("Starting sandbox %s", name)
-		if err := m.startContainer(ctx, sb); err != nil {
+		mem := ""
+		if sb.ResumeCheckpoint != "" {
+			op.Progress("Resuming sandbox %s from its saved session", name)
+			mem = m.cfg.Pool.MemoryPath(sb.ResumeCheckpoint)
+		} else {
+			op.Progress("Starting sandbox %s", name)
+		}
+		if err := m.startContainer(ctx, sb, mem); err != nil {
 			return nil, err
 		}
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
 			m.stopContainer(context.WithoutCancel(ctx), sb)
 			return nil, err
 		}
+		// The session is resumed: the next stop decides the next start.
+		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
 		return m.Get(ctx, account, name)
 	}), nil
 }
 
-// Stop stops a running sandbox: its processes get SIGTERM, then SIGKILL.
-func (m *Manager) Stop(ctx context.Context, account, name string) (*operation.Op, error) {
+// Stop stops a running sandbox: its processes get SIGTERM, then SIGKILL,
+// and an automatic checkpoint (trigger stop) of its disk is taken. With
+// req.Snapshot the session is saved instead: memory and disk are
+// checkpointed and the processes frozen, and the next start resumes them.
+func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRequest) (*operation.Op, error) {
 	sb, err := m.acquire(ctx, account, name, api.StateStopping)
 	if err != nil {
 		return nil, err
@@ -177,6 +191,16 @@ func (m *Manager) Stop(ctx context.Context, account, name string) (*operation.Op
 		lock := m.diskLock(sb.ID)
 		lock.Lock()
 		defer lock.Unlock()
+		if req.Snapshot {
+			op.Progress("Saving the session of %s", name)
+			ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerStop, Memory: true, StopAfter: true, Comment: "saved session"}, op)
+			if err != nil {
+				return nil, err // the sandbox runs on, unchanged
+			}
+			if err := m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ck.ID); err != nil {
+				return nil, err
+			}
+		}
 		op.Progress("Stopping sandbox %s", name)
 		if err := m.stopContainer(ctx, sb); err != nil {
 			return nil, err
@@ -184,8 +208,10 @@ func (m *Manager) Stop(ctx context.Context, account, name string) (*operation.Op
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
 			return nil, err
 		}
-		sb.State = metadata.SandboxStopped
-		m.autoCheckpoint(ctx, sb, api.TriggerStop, op)
+		if !req.Snapshot {
+			sb.State = metadata.SandboxStopped
+			m.autoCheckpoint(ctx, sb, api.TriggerStop, op)
+		}
 		return m.Get(ctx, account, name)
 	}), nil
 }
@@ -212,7 +238,8 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 			}
 		}
 		op.Progress("Starting sandbox %s", name)
-		if err := m.startContainer(ctx, sb); err != nil {
+		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
+		if err := m.startContainer(ctx, sb, ""); err != nil {
 			return nil, err
 		}
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
@@ -269,9 +296,11 @@ func (m *Manager) removeFiles(ctx context.Context, id string) error {
 	return os.RemoveAll(m.sandboxDir(id))
 }
 
-// startContainer opens the agent socket, starts the container and waits
-// until cairn-init inside answers. On failure nothing runs.
-func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error {
+// startContainer opens the sandbox's sockets, starts the container (from
+// the memory image memImage, if not "", so its processes resume instead
+// of booting) and waits until cairn-init inside answers. On failure
+// nothing runs.
+func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memImage string) error {
 	undo := revert.New()
 	defer undo.Fail()
 
@@ -300,12 +329,19 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox) error
 		BundleDir:   filepath.Join(dir, "bundle"),
 		LogPath:     filepath.Join(dir, "console.log"),
 	}
-	pid, err := m.cfg.Runtime.Start(ctx, spec)
+	launch := func() (int, error) { return m.cfg.Runtime.Start(ctx, spec) }
+	if memImage != "" {
+		launch = func() (int, error) { return m.cfg.Runtime.Restore(ctx, spec, memImage) }
+	}
+	pid, err := launch()
 	if err != nil {
 		// A container left by a crash or a failed stop has the same id:
 		// remove it and try once more.
 		if m.cfg.Runtime.Delete(ctx, sb.ID) == nil {
-			pid, err = m.cfg.Runtime.Start(ctx, spec)
+			pid, err = launch()
+		}
+		if err != nil && memImage != "" {
+			return errdefs.Wrap(api.CodeMemoryImageBad, err, "resume sandbox %s from its memory image", sb.Name)
 		}
 		if err != nil {
 			return errdefs.Wrap(api.CodeRuntimeFailed, err, "start sandbox %s", sb.Name)

@@ -29,6 +29,10 @@ import (
 type Runtime interface {
 	// Start creates and starts a container; on failure nothing is left.
 	Start(ctx context.Context, spec runsc.Spec) (pid int, err error)
+	// Restore starts a container from a memory image instead of booting.
+	Restore(ctx context.Context, spec runsc.Spec, imageDir string) (pid int, err error)
+	// Checkpoint writes a container's memory image.
+	Checkpoint(ctx context.Context, id, imageDir string, leaveRunning bool) error
 	// State returns status and host pid, or an error wrapping runsc.ErrNotExist.
 	State(ctx context.Context, id string) (runsc.Status, int, error)
 	Pause(ctx context.Context, id string) error
@@ -246,6 +250,7 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		out.LastCheckpointAt = &last.CreatedAt
 	}
 	out.CurrentCheckpoint = m.checkpointRef(ctx, sb, sb.CurrentCheckpoint)
+	out.SavedSession = m.checkpointRef(ctx, sb, sb.ResumeCheckpoint)
 	out.SourceCheckpoint = m.checkpointRef(ctx, metadata.Sandbox{}, sb.SourceCheckpoint)
 	m.mu.Lock()
 	if st, ok := m.busy[sb.ID]; ok {

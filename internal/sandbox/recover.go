@@ -86,7 +86,7 @@ func (m *Manager) restartInBackground(sb metadata.Sandbox) {
 	go func() {
 		defer m.end(sb.ID)
 		slog.Info("recover: starting sandbox that should be running", "sandbox", sb.Name)
-		if err := m.startContainer(context.Background(), sb); err != nil {
+		if err := m.startContainer(context.Background(), sb, ""); err != nil {
 			slog.Error("recover: start failed; marking stopped", "sandbox", sb.Name, "err", err)
 			logErr("recover: mark stopped", m.cfg.Store.SetSandboxState(context.Background(), sb.ID, metadata.SandboxStopped))
 		}
@@ -126,7 +126,10 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 			}
 		}
 	}
-	for _, dir := range []string{filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Dir(m.cfg.Pool.CheckpointPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes")} {
+	for _, dir := range []string{
+		filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Dir(m.cfg.Pool.CheckpointPath("x")),
+		filepath.Dir(m.cfg.Pool.MemoryPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes"),
+	} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return err

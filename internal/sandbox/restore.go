@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/revert"
@@ -35,13 +38,16 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 		if err != nil {
 			return nil, err
 		}
-		return m.restoreAsNew(ctx, acct, ck, req.As)
+		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly)
 	}
 	sb, err := m.acquire(ctx, account, name, api.StateRestoring)
 	if err != nil {
 		return nil, err
 	}
 	ck, err := m.findCheckpoint(ctx, sb, ref)
+	if err == nil {
+		_, err = m.memoryImage(ck, req.DiskOnly)
+	}
 	if err != nil {
 		m.end(sb.ID)
 		return nil, err
@@ -51,7 +57,7 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 		lock := m.diskLock(sb.ID)
 		lock.Lock()
 		defer lock.Unlock()
-		if err := m.restoreInPlace(ctx, op, sb, ck, !req.NoSafetyCheckpoint); err != nil {
+		if err := m.restoreInPlace(ctx, op, sb, ck, !req.NoSafetyCheckpoint, req.DiskOnly); err != nil {
 			return nil, err
 		}
 		op.Progress("Sandbox %s restored to %s", name, ck.Seq)
@@ -59,13 +65,20 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 	}), nil
 }
 
-func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, safety bool) error {
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, safety, diskOnly bool) error {
 	undo := revert.New()
 	defer undo.Fail()
 
+	mem, err := m.memoryImage(ck, diskOnly)
+	if err != nil {
+		return err
+	}
+
 	if safety {
 		op.Progress("Taking a safety checkpoint of the current state")
-		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq}, op)
+		// With memory when the sandbox runs, so the undo brings back its
+		// processes too.
+		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq, Memory: m.isLive(sb.ID)}, op)
 		m.noteAuto(sb.ID, api.TriggerRestore, err)
 		if err != nil {
 			// Never throw away the current state without its checkpoint.
@@ -80,7 +93,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 			return err
 		}
 		undo.Add(func() {
-			logErr("undo: restart after failed restore", m.startContainer(context.Background(), sb), "sandbox", sb.Name)
+			logErr("undo: restart after failed restore", m.startContainer(context.Background(), sb, ""), "sandbox", sb.Name)
 		})
 	}
 
@@ -104,9 +117,26 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	if err := m.cfg.Store.SetCurrentCheckpoint(ctx, sb.ID, ck.ID); err != nil {
 		return err
 	}
-	if running {
+	logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", sb.Name)
+	switch {
+	case mem != "":
+		// The processes of the checkpoint resume, whether the sandbox ran
+		// before or not: that is what restoring a memory checkpoint means.
+		op.Progress("Resuming the processes of %s", ck.Seq)
+		if err := m.startContainer(ctx, sb, mem); err != nil {
+			// The disk is restored; do not leave the sandbox down.
+			op.Infof("Resuming from memory failed (%v); starting from the restored disk instead", err)
+			if serr := m.startContainer(ctx, sb, ""); serr != nil {
+				logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
+				return serr
+			}
+			logErr("mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
+			return err
+		}
+		logErr("mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
+	case running:
 		op.Progress("Starting sandbox %s", sb.Name)
-		if err := m.startContainer(ctx, sb); err != nil {
+		if err := m.startContainer(ctx, sb, ""); err != nil {
 			logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
 			return err
 		}
@@ -117,7 +147,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 
 // RestoreSnapshot restores a checkpoint named account-wide (global id,
 // snapshot name, or SANDBOX/ID) as a new sandbox.
-func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref, newName string) (*operation.Op, error) {
+func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref, newName string, diskOnly bool) (*operation.Op, error) {
 	acct, err := m.cfg.Store.AccountByName(ctx, account)
 	if err != nil {
 		return nil, err
@@ -126,12 +156,17 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref, newName str
 	if err != nil {
 		return nil, err
 	}
-	return m.restoreAsNew(ctx, acct, ck, newName)
+	return m.restoreAsNew(ctx, acct, ck, newName, diskOnly)
 }
 
-// restoreAsNew makes and starts a new independent sandbox from ck.
-func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string) (*operation.Op, error) {
+// restoreAsNew makes and starts a new independent sandbox from ck; a
+// memory checkpoint's processes resume in it unless diskOnly.
+func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string, diskOnly bool) (*operation.Op, error) {
 	if err := ValidateName(newName); err != nil {
+		return nil, err
+	}
+	mem, err := m.memoryImage(ck, diskOnly)
+	if err != nil {
 		return nil, err
 	}
 	if err := m.checkDiskLimit(ctx); err != nil {
@@ -145,7 +180,7 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
 		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
-		if err := m.create(ctx, op, sb, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
+		if err := m.create(ctx, op, sb, m.cfg.Pool.CheckpointPath(ck.ID), mem); err != nil {
 			return nil, err
 		}
 		return m.Get(ctx, acct.Name, newName)
@@ -165,4 +200,28 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 		slog.Warn("read source sandbox", "err", err)
 	}
 	return sb
+}
+
+// memoryImage returns the memory image to resume ck's processes from: ""
+// for a disk checkpoint or with diskOnly. A memory checkpoint whose image
+// is missing fails with K04 (its disk still restores with diskOnly).
+func (m *Manager) memoryImage(ck metadata.Checkpoint, diskOnly bool) (string, error) {
+	if !ck.HasMemory || diskOnly {
+		return "", nil
+	}
+	dir := m.cfg.Pool.MemoryPath(ck.ID)
+	for _, f := range []string{"checkpoint.img", "pages.img", "pages_meta.img"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || (f == "checkpoint.img" && fi.Size() == 0) {
+			return "", errdefs.New(api.CodeMemoryImageBad,
+				"the memory image of checkpoint %s is missing or damaged (%s); restore its disk alone with --disk-only", ck.Seq, f)
+		}
+	}
+	return dir, nil
+}
+
+// isLive reports whether cairnd runs sandbox id.
+func (m *Manager) isLive(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id] != nil
 }

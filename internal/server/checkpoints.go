@@ -73,7 +73,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	op, err := s.sandboxes.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req.Name)
+	op, err := s.sandboxes.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req.Name, req.DiskOnly)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"net/http"
+	"strconv"
+
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -69,7 +72,13 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
-	op, err := s.sandboxes.Stop(r.Context(), s.account(r), r.PathValue("name"))
+	var req api.StopRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	op, err := s.sandboxes.Stop(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -105,4 +114,36 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return streamEvents(w, r, op)
+}
+
+func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.sandboxes.Services(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []api.ServiceStatus{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// serviceLogs answers the end of a service's log as plain text
+// (?tail_bytes=N, default 64 KiB, at most 1 MiB).
+func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) error {
+	tail := 0
+	if v := r.URL.Query().Get("tail_bytes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errdefs.New(api.CodeInvalidArgument, "invalid tail_bytes %q", v)
+		}
+		tail = n
+	}
+	b, err := s.sandboxes.ServiceLogs(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("service"), tail)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write(b)
+	return nil
 }

@@ -22,6 +22,8 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{name}/stop", (*Server).stopSandbox},
 	{"POST", "/v1/sandboxes/{name}/restart", (*Server).restartSandbox},
 	{"POST", "/v1/sandboxes/{name}/exec", (*Server).execSandbox},
+	{"GET", "/v1/sandboxes/{name}/services", (*Server).listServices},
+	{"GET", "/v1/sandboxes/{name}/services/{service}/logs", (*Server).serviceLogs},
 	{"POST", "/v1/sandboxes/{name}/checkpoint", (*Server).createCheckpoint},
 	{"GET", "/v1/sandboxes/{name}/checkpoints", (*Server).listCheckpoints},
 	{"GET", "/v1/sandboxes/{name}/checkpoints/{id}", (*Server).getCheckpoint},

@@ -83,10 +83,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // statusOf maps an error code to its HTTP status.
 func statusOf(code string) int {
 	switch code {
-	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation:
+	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService:
 		return http.StatusNotFound
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
-		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent:
+		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory:
 		return http.StatusConflict
 	case api.CodeExecFailed:
 		return http.StatusUnprocessableEntity

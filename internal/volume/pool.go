@@ -88,7 +88,7 @@ func OpenDir(dir string) (*Pool, error) {
 		return nil, fmt.Errorf("pool %s is not on btrfs", dir)
 	}
 	p := &Pool{root: dir}
-	for _, d := range []string{"images", "sandboxes", "checkpoints", "tmp"} {
+	for _, d := range []string{"images", "sandboxes", "checkpoints", "memory", "browse", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}
@@ -113,6 +113,10 @@ func (p *Pool) SandboxPath(id string) string { return filepath.Join(p.root, "san
 
 // CheckpointPath is where the read-only snapshot of checkpoint id lives.
 func (p *Pool) CheckpointPath(id string) string { return filepath.Join(p.root, "checkpoints", id) }
+
+// MemoryPath is where the memory image of checkpoint id lives: a subvolume
+// of its own, so that its size is accounted like the disk snapshot's.
+func (p *Pool) MemoryPath(id string) string { return filepath.Join(p.root, "memory", id) }
 
 // TempPath returns a path in the work area for a subvolume being built.
 // Whatever is left there is deleted when the pool is next opened.

@@ -219,11 +219,31 @@ func (s *Store) SetCheckpointName(ctx context.Context, id, name string) error {
 }
 
 // DeleteCheckpoint implements metadata.Store. The sandbox's counter is left
-// as it is, so the checkpoint's v-number is not given again.
+// as it is, so the checkpoint's v-number is not given again. The sandboxes
+// that would resume from the checkpoint lose it in the same IMMEDIATE
+// transaction (found through sandboxes_resume_idx), so no committed state
+// has a resume checkpoint that is gone.
 func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
+	what := "metadata: delete checkpoint " + id
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return metadata.ErrNotFound
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET resume_checkpoint = NULL, updated_at = ?
+			WHERE resume_checkpoint = ?`, formatTime(s.now()), id)
+		if err != nil {
+			return fmt.Errorf("clear resume checkpoint: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("metadata: delete checkpoint %s: %w", id, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return oneRow(res, "metadata: delete checkpoint "+id)
+	return nil
 }

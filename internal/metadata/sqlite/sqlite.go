@@ -314,7 +314,7 @@ func scanAccount(row scanner) (metadata.Account, error) {
 }
 
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
-	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, created_at, updated_at`
+	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -341,9 +341,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
-			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds,
+			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
 			formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt))
 		return err
 	})
@@ -440,18 +440,18 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 	out := []metadata.Sandbox{}
 	for rows.Next() {
 		var (
-			sb               metadata.Sandbox
-			state            string
-			parent, cur, src sql.NullString
-			autoSeconds      int64
-			created, updated string
+			sb                       metadata.Sandbox
+			state                    string
+			parent, cur, src, resume sql.NullString
+			autoSeconds              int64
+			created, updated         string
 		)
 		if err := rows.Scan(&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
-			&parent, &cur, &src, &autoSeconds, &created, &updated); err != nil {
+			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated); err != nil {
 			return nil, err
 		}
 		sb.State, sb.ParentID = metadata.SandboxState(state), parent.String
-		sb.CurrentCheckpoint, sb.SourceCheckpoint = cur.String, src.String
+		sb.CurrentCheckpoint, sb.SourceCheckpoint, sb.ResumeCheckpoint = cur.String, src.String, resume.String
 		if autoSeconds <= 0 || autoSeconds > math.MaxInt64/int64(time.Second) {
 			return nil, fmt.Errorf("sandbox %s: stored automatic checkpoint interval %d s is out of range", sb.ID, autoSeconds)
 		}
@@ -524,6 +524,40 @@ func (s *Store) SetAutoCheckpoint(ctx context.Context, sandboxID string, every t
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return oneRow(res, what)
+}
+
+// SetResumeCheckpoint implements metadata.Store.
+func (s *Store) SetResumeCheckpoint(ctx context.Context, sandboxID, checkpointID string) error {
+	what := fmt.Sprintf("metadata: set resume checkpoint of sandbox %s to %q", sandboxID, checkpointID)
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		var account int64
+		err := tx.QueryRowContext(ctx, `SELECT account_id FROM sandboxes WHERE id = ?`, sandboxID).Scan(&account)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sandbox: %w", metadata.ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		if checkpointID != "" {
+			// The account too: an automatic checkpoint needs no sandbox
+			// row, so one of another account could carry this sandbox id.
+			var found bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints
+				WHERE id = ? AND sandbox_id = ? AND account_id = ?)`,
+				checkpointID, sandboxID, account).Scan(&found); err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("no checkpoint %s of the sandbox: %w", checkpointID, metadata.ErrNotFound)
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET resume_checkpoint = ?, updated_at = ? WHERE id = ?`,
+			nullable(checkpointID), formatTime(s.now()), sandboxID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // DeleteSandbox implements metadata.Store.

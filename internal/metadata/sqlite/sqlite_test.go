@@ -699,6 +699,157 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	}
 }
 
+// TestUpgradeFromVersion3 builds a database as a cairnd of schema version 3
+// left it (0001 to 0003, with sandboxes and checkpoints in it) and opens it
+// with this store: it must move to the latest version with every row
+// intact and no sandbox resuming from a checkpoint (they cold-start, as
+// before); the new column then works on the old rows.
+func TestUpgradeFromVersion3(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite", dsn(path, url.Values{"_txlock": {"immediate"}, "_foreign_keys": {"on"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigrations(ctx, old, ms[:3], time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO accounts (id, name, created_at) VALUES (7, 'alice', '2030-01-01T00:00:00.000000Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, cpus, memory_bytes, parent_id,
+		                       next_checkpoint, current_checkpoint, source_checkpoint, auto_checkpoint_seconds,
+		                       created_at, updated_at)
+		 VALUES ('0000000000000001', 7, 'web', 'debian', 'stopped', 1.5, 1024, NULL,
+		         2, 'c000000000000001', NULL, 3600, '2030-01-02T00:00:00.000001Z', '2030-01-03T00:00:00.000002Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, cpus, memory_bytes, parent_id,
+		                       next_checkpoint, current_checkpoint, source_checkpoint, auto_checkpoint_seconds,
+		                       created_at, updated_at)
+		 VALUES ('0000000000000002', 7, 'fork', 'busybox', 'running', 0, 0, '0000000000000001',
+		         0, 'c000000000000001', 'c000000000000001', 300, '2030-01-04T00:00:00.000000Z', '2030-01-04T00:00:00.000000Z')`,
+		`INSERT INTO checkpoints (id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
+		                         comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at)
+		 VALUES ('c000000000000001', 7, '0000000000000001', 'web', 'v0', 'snap', 'manual', 'frozen',
+		         'a comment', 'a label', 0, 'debian', 4096, 8192, 77, '2030-01-02T12:00:00.000000Z')`,
+		`INSERT INTO checkpoints (id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
+		                         comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at)
+		 VALUES ('c000000000000002', 7, '0000000000000001', 'web', 'auto-20300102T130000Z', NULL, 'stop', 'frozen',
+		         '', '', 1, 'debian', 0, 0, 78, '2030-01-02T13:00:00.000000Z')`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	clock := storetest.NewClock()
+	s, err := Open(path, clock.Now)
+	if err != nil {
+		t.Fatalf("Open of a version 3 database: %v", err)
+	}
+	defer s.Close()
+	applied := appliedMigrations(t, rawDB(t, path))
+	if len(applied) != latest(t) || applied[2].appliedAt == formatTime(clock.Now()) ||
+		applied[len(applied)-1].appliedAt != formatTime(clock.Now()) {
+		t.Errorf("schema_migrations after the upgrade = %v, want versions up to %d, only the new ones applied now", applied, latest(t))
+	}
+
+	day := func(d, h, us int) time.Time { return time.Date(2030, 1, d, h, 0, 0, us*1000, time.UTC) }
+	wantSbs := []metadata.Sandbox{
+		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxRunning,
+			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
+			AutoCheckpoint: 5 * time.Minute, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxStopped,
+			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
+			AutoCheckpoint: time.Hour, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+	}
+	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", sbs) != fmt.Sprintf("%+v", wantSbs) {
+		t.Errorf("sandboxes after the upgrade:\n got  %+v\n want %+v", sbs, wantSbs)
+	}
+	var nulls int
+	if err := s.reader.QueryRow(`SELECT count(*) FROM sandboxes WHERE resume_checkpoint IS NULL`).Scan(&nulls); err != nil || nulls != 2 {
+		t.Errorf("sandboxes without a resume checkpoint after the upgrade = %d, %v; want 2 (NULL)", nulls, err)
+	}
+
+	wantCks := []metadata.Checkpoint{
+		{ID: "c000000000000001", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "v0", Name: "snap",
+			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Comment: "a comment", Label: "a label",
+			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77, CreatedAt: day(2, 12, 0)},
+		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
+			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, Image: "debian",
+			RootGeneration: 78, CreatedAt: day(2, 13, 0)},
+	}
+	cks, err := s.ListCheckpoints(ctx, 7, metadata.CheckpointFilter{IncludeAuto: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", cks) != fmt.Sprintf("%+v", wantCks) {
+		t.Errorf("checkpoints after the upgrade:\n got  %+v\n want %+v", cks, wantCks)
+	}
+
+	// The old rows take the new column: an old stop checkpoint becomes a
+	// saved session, deleting it ends the session, and the counter carried
+	// over.
+	if err := s.SetResumeCheckpoint(ctx, "0000000000000001", "c000000000000002"); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := s.SandboxByID(ctx, "0000000000000001"); err != nil || sb.ResumeCheckpoint != "c000000000000002" ||
+		!sb.UpdatedAt.Equal(normTime(clock.Now())) {
+		t.Errorf("after SetResumeCheckpoint: resume %q updated %v, %v; want c000000000000002 at %v",
+			sb.ResumeCheckpoint, sb.UpdatedAt, err, normTime(clock.Now()))
+	}
+	if err := s.DeleteCheckpoint(ctx, "c000000000000002"); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := s.SandboxByID(ctx, "0000000000000001"); err != nil || sb.ResumeCheckpoint != "" {
+		t.Errorf("after deleting the resume checkpoint: resume %q, %v; want none", sb.ResumeCheckpoint, err)
+	}
+	if ck, err := s.CreateCheckpoint(ctx, metadata.Checkpoint{
+		ID: "c000000000000003", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web",
+		Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: "debian",
+	}); err != nil || ck.Seq != "v2" {
+		t.Errorf("checkpoint after the upgrade = %s, %v; want v2", ck.Seq, err)
+	}
+}
+
+// TestResumeCheckpointIndex checks that the statement DeleteCheckpoint
+// clears resume checkpoints with finds the sandboxes through the partial
+// index of 0004, not by scanning every sandbox.
+func TestResumeCheckpointIndex(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "metadata.db"))
+	defer s.Close()
+	rows, err := s.reader.Query(`EXPLAIN QUERY PLAN
+		UPDATE sandboxes SET resume_checkpoint = NULL, updated_at = ? WHERE resume_checkpoint = ?`, "x", "c000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(plan, "; "), "sandboxes_resume_idx") {
+		t.Errorf("query plan %q does not use sandboxes_resume_idx", plan)
+	}
+}
+
 // TestConcurrentCheckpointsTwoStores takes manual checkpoints of one
 // sandbox through two stores on one file, as two processes would: the
 // counter is read and incremented under the write lock, so the ids are

@@ -72,6 +72,12 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SetAutoCheckpoint", testSetAutoCheckpoint},
 		{"CheckpointRootGeneration", testCheckpointRootGeneration},
 		{"LatestCheckpoint", testLatestCheckpoint},
+		{"ResumeCheckpointCreate", testResumeCheckpointCreate},
+		{"SetResumeCheckpoint", testSetResumeCheckpoint},
+		{"ResumeCheckpointNotFound", testResumeCheckpointNotFound},
+		{"DeleteCheckpointClearsResume", testDeleteCheckpointClearsResume},
+		{"ResumeCheckpointConcurrentDelete", testResumeCheckpointConcurrentDelete},
+		{"ResumeCheckpointPersistence", testResumeCheckpointPersistence},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -256,6 +262,7 @@ func testCreateAndGet(t *testing.T, open OpenFunc) {
 	sb.ParentID = "fedcba9876543210"          // need not exist
 	sb.CurrentCheckpoint = "c0c0c0c0c0c0c0c0" // nor these
 	sb.SourceCheckpoint = "c1c1c1c1c1c1c1c1"
+	sb.ResumeCheckpoint = "c2c2c2c2c2c2c2c2"
 	sb.CreatedAt = time.Date(2030, 1, 2, 3, 4, 5, 6007, time.FixedZone("UTC-5", -5*60*60))
 	sb.UpdatedAt = sb.CreatedAt.Add(90 * time.Minute)
 	create(t, s, sb)
@@ -274,7 +281,8 @@ func testCreateAndGet(t *testing.T, open OpenFunc) {
 	plain := metadata.Sandbox{ID: "1111111111111111", AccountID: a.ID, Name: "plain", Image: "busybox", State: metadata.SandboxStopped}
 	create(t, s, plain)
 	if got := byID(t, s, plain.ID); got.CPUs != 0 || got.MemoryBytes != 0 || got.ParentID != "" || got.Image != "busybox" ||
-		got.CurrentCheckpoint != "" || got.SourceCheckpoint != "" || got.AutoCheckpoint != metadata.DefaultAutoCheckpoint {
+		got.CurrentCheckpoint != "" || got.SourceCheckpoint != "" || got.ResumeCheckpoint != "" ||
+		got.AutoCheckpoint != metadata.DefaultAutoCheckpoint {
 		t.Errorf("plain sandbox = %+v", got)
 	}
 }

@@ -86,6 +86,11 @@ func (r *Runsc) run(ctx context.Context, args ...string) ([]byte, error) {
 // init's output going to spec.LogPath. It returns the host pid of the
 // sandbox. On failure nothing of the container is left.
 func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
+	return r.launch(ctx, spec, "run")
+}
+
+// launch runs `runsc run` or `runsc restore` detached for spec.
+func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...string) (pid int, err error) {
 	if err := spec.WriteBundle(); err != nil {
 		return 0, err
 	}
@@ -105,23 +110,44 @@ func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
 	os.Remove(pidFile)
 	// One call creates and starts the container; --detach returns once it
 	// runs. The sandbox inherits this command's stdio: the log file.
-	cmd := r.command(ctx, "run", "--detach", "--bundle="+spec.BundleDir, "--pid-file="+pidFile, spec.ID)
+	args := append([]string{verb, "--detach", "--bundle=" + spec.BundleDir, "--pid-file=" + pidFile}, extra...)
+	cmd := r.command(ctx, append(args, spec.ID)...)
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for cairnd must not reach the sandbox.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("runsc run: %w: %s", err, logTail(spec.LogPath, logStart))
+		return 0, fmt.Errorf("runsc %s: %w: %s", verb, err, logTail(spec.LogPath, logStart))
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return 0, fmt.Errorf("runsc run: no pid file: %w", err)
+		return 0, fmt.Errorf("runsc %s: no pid file: %w", verb, err)
 	}
 	pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return 0, fmt.Errorf("runsc run: pid file: %w", err)
+		return 0, fmt.Errorf("runsc %s: pid file: %w", verb, err)
 	}
 	return pid, nil
+}
+
+// Restore writes the bundle for spec and starts its container from the
+// memory image in imageDir (made by Checkpoint) instead of booting it: its
+// processes resume where they were. Like Start, it returns the host pid and
+// leaves nothing behind on failure.
+func (r *Runsc) Restore(ctx context.Context, spec Spec, imageDir string) (pid int, err error) {
+	return r.launch(ctx, spec, "restore", "--image-path="+imageDir)
+}
+
+// Checkpoint writes the memory image of container id into imageDir. With
+// leaveRunning the container carries on afterwards (as it was: a paused one
+// stays paused); without, it stops.
+func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, leaveRunning bool) error {
+	args := []string{"checkpoint", "--image-path=" + imageDir}
+	if leaveRunning {
+		args = append(args, "--leave-running")
+	}
+	_, err := r.run(ctx, append(args, id)...)
+	return err
 }
 
 // Status is a container's state as runsc reports it: "created", "running",
