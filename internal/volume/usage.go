@@ -40,6 +40,13 @@ func (p *Pool) setUpQuota(ctx context.Context) error {
 	if err := run(ctx, "btrfs", "quota", "enable", p.root); err != nil {
 		return fmt.Errorf("enable btrfs quota: %w", err)
 	}
+	// Figures marked inconsistent (a crash mid-accounting, an old kernel)
+	// are recounted once here, not trusted.
+	if out, err := exec.CommandContext(ctx, "btrfs", "qgroup", "show", p.root).CombinedOutput(); err == nil && bytes.Contains(out, []byte("inconsistent")) {
+		if err := run(ctx, "btrfs", "quota", "rescan", "-w", p.root); err != nil {
+			return fmt.Errorf("quota rescan: %w", err)
+		}
+	}
 	groups, err := p.qgroups(ctx)
 	if err != nil {
 		return err
