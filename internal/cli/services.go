@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// servicesOptions are the arguments of cairn services.
+type servicesOptions struct {
+	Name string
+}
+
+func newServicesCommand(g *globalOptions) *cobra.Command {
+	var opts servicesOptions
+	return &cobra.Command{
+		Use:   "services NAME",
+		Short: "List the services of a running sandbox",
+		Long: `List the services defined in the sandbox's /etc/cairn/services/*.json, with
+their state (running, backoff, exited, failed), pid and restart count.
+cairn-init starts them at every boot, after a restore and after a cold start,
+and restarts them by their policy; processes started by hand are not
+services. See docs/services.md.`,
+		Example: `  cairn services web
+  cairn services web --json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			return runServices(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runServices(ctx context.Context, opts servicesOptions, g *globalOptions) error {
+	list, err := g.client().Services(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if list == nil {
+			list = []api.ServiceStatus{}
+		}
+		return g.printJSON(list)
+	}
+	t := newTable(g.stdout, "SERVICE", "STATE", "PID", "RESTARTS", "SINCE", "POLICY", "COMMAND")
+	now := time.Now()
+	for _, s := range list {
+		pid := "-"
+		if s.PID > 0 {
+			pid = strconv.Itoa(s.PID)
+		}
+		state := s.State
+		if s.ExitCode != nil && s.State != api.ServiceRunning {
+			state += " (" + strconv.Itoa(*s.ExitCode) + ")"
+		}
+		t.Row(s.Name, state, pid, strconv.Itoa(s.Restarts), formatAge(now, s.Since), s.Restart, strings.Join(s.Cmd, " "))
+	}
+	return t.Flush()
+}
+
+// logsOptions are the arguments of cairn logs.
+type logsOptions struct {
+	Name, Service string
+	Tail          int
+}
+
+func newLogsCommand(g *globalOptions) *cobra.Command {
+	var opts logsOptions
+	cmd := &cobra.Command{
+		Use:   "logs NAME SERVICE",
+		Short: "Show the end of a service's log",
+		Long: `Show the end of /var/log/cairn/SERVICE.log in the sandbox: what the service
+wrote, with a line from cairn-init at each start and exit. The log is read
+inside the sandbox.`,
+		Example: `  cairn logs web ticker
+  cairn logs web ticker --tail-bytes 1048576`,
+		Args: exactArgs("NAME", "SERVICE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.Service = args[0], args[1]
+			return runLogs(cmd.Context(), opts, g)
+		},
+	}
+	cmd.Flags().IntVar(&opts.Tail, "tail-bytes", 0, "how much of the end of the log to show (default 64 KiB, at most 1 MiB)")
+	return cmd
+}
+
+func runLogs(ctx context.Context, opts logsOptions, g *globalOptions) error {
+	b, err := g.client().ServiceLogs(ctx, opts.Name, opts.Service, opts.Tail)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(map[string]string{"sandbox": opts.Name, "service": opts.Service, "log": string(b)})
+	}
+	_, err = g.stdout.Write(b)
+	return err
+}
