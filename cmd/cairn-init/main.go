@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-sandbox/cairn/internal/initd"
 )
 
@@ -25,6 +27,14 @@ func main() {
 		Env:        os.Environ(), // from the sandbox spec
 		Version:    version,
 		Log:        log,
+	}
+	if cfg.IsInit {
+		// cairn-init keeps CAP_SYS_ADMIN for itself (to give a copy resumed
+		// from another sandbox's memory its own hostname); nothing it
+		// starts gets it.
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0); err != nil {
+			log.Warn("drop CAP_SYS_ADMIN from the bounding set", "err", err)
+		}
 	}
 	if err := initd.Run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "cairn-init:", err)

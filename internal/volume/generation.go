@@ -19,20 +19,37 @@ const ctransidOffset = 8 + 256 + 4*8 + 3*16
 // BTRFS_IOC_GET_SUBVOL_INFO = _IOR(0x94, 60, struct btrfs_ioctl_get_subvol_info_args)
 var iocGetSubvolInfo = uintptr(2<<30 | subvolInfoSize<<16 | 0x94<<8 | 60)
 
+// subvolumeID returns the btrfs tree id of the subvolume at path.
+func subvolumeID(path string) (uint64, error) {
+	info, err := subvolInfo(path)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(info[0:]), nil
+}
+
+func subvolInfo(path string) ([subvolInfoSize]byte, error) {
+	var buf [subvolInfoSize]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), iocGetSubvolInfo, uintptr(unsafe.Pointer(&buf[0]))); errno != 0 {
+		return buf, fmt.Errorf("btrfs subvolume info %s: %w", path, errno)
+	}
+	return buf, nil
+}
+
 // ChangeMarker returns the transaction id of the last change to any file
 // in the subvolume at path (btrfs' ctransid). It moves as soon as a file is
 // written, created or removed, is untouched by reads and by snapshots of
 // the subvolume, and costs one ioctl: comparing two markers tells whether
 // the disk changed in between without scanning anything.
 func ChangeMarker(path string) (uint64, error) {
-	f, err := os.Open(path)
+	info, err := subvolInfo(path)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	var buf [subvolInfoSize]byte
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), iocGetSubvolInfo, uintptr(unsafe.Pointer(&buf[0]))); errno != 0 {
-		return 0, fmt.Errorf("btrfs subvolume info %s: %w", path, errno)
-	}
-	return binary.LittleEndian.Uint64(buf[ctransidOffset:]), nil
+	return binary.LittleEndian.Uint64(info[ctransidOffset:]), nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,14 +83,28 @@ func (p *Pool) Reclaim(ctx context.Context, path string) error {
 	if err != nil || !sub {
 		return p.Delete(ctx, path)
 	}
+	id, err := subvolumeID(path)
+	if err != nil {
+		return err
+	}
 	if err := run(ctx, "btrfs", "subvolume", "delete", "--commit-after", path); err != nil {
 		return fmt.Errorf("delete subvolume: %w", err)
 	}
-	if err := run(ctx, "btrfs", "subvolume", "sync", p.root); err != nil {
+	// Wait for this subvolume only: another deleted one may stay around
+	// while something still holds it open (a sandbox browsing it).
+	sctx, cancel := context.WithTimeout(ctx, reclaimWait)
+	defer cancel()
+	if err := run(sctx, "btrfs", "subvolume", "sync", p.root, strconv.FormatUint(id, 10)); err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return nil // deleted; btrfs frees the space in the background
+		}
 		return fmt.Errorf("wait for subvolume cleanup: %w", err)
 	}
 	return nil
 }
+
+// reclaimWait bounds how long Reclaim waits for btrfs to free the space.
+const reclaimWait = time.Minute
 
 // Exchange atomically swaps the entries at a and b (subvolumes or
 // directories) on the pool: a crash leaves either both old or both new.

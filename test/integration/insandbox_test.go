@@ -13,7 +13,7 @@ import (
 // pgrep lists the pids inside a sandbox whose command line contains s.
 func (d *daemon) pgrep(name, s string) []string {
 	d.t.Helper()
-	out := d.sh(name, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *`+s+`*) echo ${p#/proc/};; esac; done`)
+	out := d.sh(name, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *'`+s+`'*) echo ${p#/proc/};; esac; done`)
 	var pids []string
 	for _, f := range strings.Fields(out) {
 		pids = append(pids, f)

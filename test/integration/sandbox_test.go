@@ -110,6 +110,11 @@ func TestSandboxesAreIsolated(t *testing.T) {
 	if got := d.sh("alpha", "hostname"); got != "alpha\n" {
 		t.Fatalf("hostname %q, want alpha", got)
 	}
+	// Commands never hold CAP_SYS_ADMIN (cairn-init keeps it to itself).
+	capBnd := strings.Fields(d.sh("alpha", "grep CapBnd /proc/self/status"))
+	if bnd, err := strconv.ParseUint(capBnd[len(capBnd)-1], 16, 64); err != nil || bnd&(1<<21) != 0 {
+		t.Fatalf("exec'd command's bounding set %v includes CAP_SYS_ADMIN", capBnd)
+	}
 	// Loopback only.
 	if out := d.sh("beta", "ip -o link 2>/dev/null | wc -l; cat /proc/net/dev | grep -c : "); strings.Contains(out, "eth0") {
 		t.Fatalf("sandbox has a network interface: %q", out)

@@ -29,12 +29,15 @@ type Mount struct {
 	ReadOnly    bool
 }
 
-// capabilities inside the sandbox: Docker's default set, enough for package
-// managers; gVisor is the isolation boundary.
+// capabilities of the sandbox's init: Docker's default set, enough for
+// package managers, plus CAP_SYS_ADMIN, which cairn-init keeps for itself
+// and drops from the bounding set of everything it starts. gVisor is the
+// isolation boundary either way.
 var capabilities = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+	"CAP_SYS_ADMIN",
 }
 
 func (s Spec) oci() *specs.Spec {
