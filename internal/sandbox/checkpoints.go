@@ -61,7 +61,11 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 			return nil, err
 		}
 		op.Progress("Checkpoint %s created", ck.Seq)
-		out := m.checkpointView(cur, ck, nil)
+		usage, err := m.cfg.Pool.Usage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := m.checkpointView(cur, ck, usage)
 		out.PausedMS = float64(res.Paused.Microseconds()) / 1000
 		return out, nil
 	}), nil

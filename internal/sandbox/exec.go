@@ -13,7 +13,12 @@ import (
 // Exec runs a command in the sandbox called name through its cairn-init.
 // While the sandbox is starting (or otherwise busy) it waits, then runs the
 // command once the sandbox is ready. For a detached command stream is nil;
-// otherwise it carries the exec frames of package api until the Exit frame.
+// otherwise it carries the exec frames of package api until the Exit frame,
+// across broken connections to cairn-init (agent.Host.Exec re-attaches the
+// session). It ends with an error wrapping agent.ErrSessionLost if the
+// session cannot be re-attached: cairn-init did not come back in time, or
+// the sandbox's agent.Host closed meanwhile (it stopped, or was restored in
+// place).
 func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRequest) (pid int, stream io.ReadWriteCloser, err error) {
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return 0, nil, errdefs.New(api.CodeInvalidArgument, "no command given: cairn exec NAME -- COMMAND [ARG…]")

@@ -13,7 +13,10 @@ import (
 // pgrep lists the pids inside a sandbox whose command line contains s.
 func (d *daemon) pgrep(name, s string) []string {
 	d.t.Helper()
-	out := d.sh(name, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *'`+s+`'*) echo ${p#/proc/};; esac; done`)
+	// The pattern is written split by an empty quote ('d''ate…'), so that
+	// the scanning shell's own command line does not match it.
+	pat := "'" + s[:1] + "''" + s[1:] + "'"
+	out := d.sh(name, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *`+pat+`*) echo ${p#/proc/};; esac; done`)
 	var pids []string
 	for _, f := range strings.Fields(out) {
 		pids = append(pids, f)

@@ -84,7 +84,7 @@ func TestRollbackWithMemoryResumesTheProcess(t *testing.T) {
 func TestForkOfAMemoryCheckpoint(t *testing.T) {
 	d := startDaemon(t)
 	d.create("src")
-	d.counter("src")
+	pid := d.counter("src")
 	ck := d.checkpoint("src", "--memory")
 	at := d.count("src")
 	var kids []api.Sandbox
@@ -102,7 +102,7 @@ func TestForkOfAMemoryCheckpoint(t *testing.T) {
 		}
 	}
 	// They count on independently: stop one, the others go on.
-	d.sh(kids[0].Name, "kill $(pgrep -f 'while true' 2>/dev/null || echo 0) 2>/dev/null; true")
+	d.sh(kids[0].Name, fmt.Sprintf("kill %d", pid))
 	time.Sleep(time.Second)
 	for _, k := range kids[1:] {
 		if n := d.count(k.Name); n <= counts[k.Name] {
