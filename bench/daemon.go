@@ -1,51 +1,65 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
 )
+
+// poolSize is the bench pool's sparse loop file: room for the 5 GiB
+// writable layer of the checkpoint group with a wide margin.
+const poolSize = "16G"
 
 // benchDaemon is a cairnd on a throw-away data dir.
 type benchDaemon struct {
 	dataDir string
+	runsc   string
 	cmd     *exec.Cmd
 	client  *client.Client
+	keepLog string // where stop copies cairnd's log; "" for nowhere
 }
 
-func startDaemon(binDir string) (*benchDaemon, error) {
+func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, error) {
 	dir, err := os.MkdirTemp("", "cairn-bench-")
 	if err != nil {
 		return nil, err
 	}
-	d := &benchDaemon{dataDir: dir}
+	d := &benchDaemon{dataDir: dir, runsc: runscPath}
 	sock := filepath.Join(dir, "cairn.sock")
-	logf, err := os.Create(filepath.Join(dir, "cairnd.log"))
+	logf, err := os.Create(d.logPath())
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", "16G")
+	defer logf.Close()
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	// Own process group: a ^C meant for the bench must not stop cairnd
+	// before the bench has deleted its sandboxes through it.
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	d.client = client.New(sock)
 	for i := 0; ; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := d.client.ServerInfo(ctx)
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := d.client.ServerInfo(cctx)
 		cancel()
 		if err == nil {
 			return d, nil
 		}
-		if i > 600 {
+		if i > 600 || ctx.Err() != nil {
 			d.stop()
 			return nil, fmt.Errorf("cairnd did not start: %v", err)
 		}
@@ -53,27 +67,122 @@ func startDaemon(binDir string) (*benchDaemon, error) {
 	}
 }
 
-// stop deletes the sandboxes, stops cairnd and removes everything it made.
-func (d *benchDaemon) stop() {
-	ctx := context.Background()
-	if list, err := d.client.Sandboxes(ctx, ""); err == nil {
-		for _, sb := range list {
-			if op, err := d.client.DeleteSandbox(ctx, sb.Name); err == nil {
+func (d *benchDaemon) logPath() string { return filepath.Join(d.dataDir, "cairnd.log") }
+
+func (d *benchDaemon) poolDir() string { return filepath.Join(d.dataDir, "pool") }
+
+// stop deletes the sandboxes, stops cairnd and removes everything it and
+// the floor made: containers, mounts (runsc's null-netns, the pool) and the
+// data dir. It reports what it could not remove.
+func (d *benchDaemon) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if d.cmd.Process != nil && d.cmd.ProcessState == nil {
+		d.deleteSandboxes(ctx)
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			d.cmd.Process.Kill()
+			<-done
+		}
+	}
+	for _, root := range []string{filepath.Join(d.dataDir, "runsc"), filepath.Join(d.dataDir, "bare", "state")} {
+		if out, err := exec.CommandContext(ctx, d.runsc, "--root", root, "list", "--quiet").Output(); err == nil {
+			for _, id := range strings.Fields(string(out)) {
+				exec.CommandContext(ctx, d.runsc, "--root", root, "delete", "--force", id).Run()
+			}
+		}
+	}
+	// Unmount everything under the data dir, deepest first: runsc's
+	// null-netns bind mounts (runsc/null-netns, bare/state/null-netns) and
+	// the pool.
+	var left []string
+	for try := 0; try < 20; try++ {
+		left = mountsUnder(d.dataDir)
+		if len(left) == 0 {
+			break
+		}
+		for _, m := range left {
+			exec.CommandContext(ctx, "umount", m).Run()
+		}
+		if left = mountsUnder(d.dataDir); len(left) == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if d.keepLog != "" {
+		if b, err := os.ReadFile(d.logPath()); err == nil {
+			os.WriteFile(d.keepLog, b, 0o644)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("still mounted, data dir %s kept: %s", d.dataDir, strings.Join(left, " "))
+	}
+	return os.RemoveAll(d.dataDir)
+}
+
+// deleteSandboxes deletes every sandbox through the API, waiting for an
+// operation still running on one (a restore at ^C) to end first.
+func (d *benchDaemon) deleteSandboxes(ctx context.Context) {
+	list, err := d.client.Sandboxes(ctx, "")
+	if err != nil {
+		return
+	}
+	for _, sb := range list {
+		for try := 0; try < 100 && ctx.Err() == nil; try++ {
+			op, err := d.client.DeleteSandbox(ctx, sb.Name)
+			if client.CodeOf(err) == api.CodeSandboxBusy {
+				time.Sleep(300 * time.Millisecond)
+				continue
+			}
+			if err == nil {
 				d.client.Follow(ctx, op, nil)
 			}
+			break
 		}
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	d.cmd.Wait()
-	for _, root := range []string{filepath.Join(d.dataDir, "runsc"), filepath.Join(d.dataDir, "bare", "state")} {
-		if out, err := exec.Command("runsc", "--root", root, "list", "--quiet").Output(); err == nil {
-			for _, id := range strings.Fields(string(out)) {
-				exec.Command("runsc", "--root", root, "delete", "--force", id).Run()
-			}
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := strings.ReplaceAll(fields[4], `\040`, " ")
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
 		}
 	}
-	for _, m := range []string{"runsc/null-netns", "bare/state/null-netns", "pool"} {
-		exec.Command("umount", filepath.Join(d.dataDir, m)).Run()
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// logSince returns what cairnd logged after byte offset off.
+func (d *benchDaemon) logSince(off int64) string {
+	b, err := os.ReadFile(d.logPath())
+	if err != nil || off > int64(len(b)) {
+		return ""
 	}
-	os.RemoveAll(d.dataDir)
+	return string(b[off:])
+}
+
+// logSize is the current length of cairnd's log, for logSince.
+func (d *benchDaemon) logSize() int64 {
+	st, err := os.Stat(d.logPath())
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }

@@ -1,24 +1,29 @@
 // Command bench measures cairn against the floor it is built on, side by
-// side in one run, and prints the figures and ratios (bench/RESULTS.md keeps
-// the latest). Run it as root with `make bench`.
+// side in one run, and prints the figures, ratios and goals
+// (bench/RESULTS.md keeps the latest). Run it as root with `make bench`, or
+// one group alone with `go run ./bench -only checkpoint`.
 //
-// Walking skeleton:
-//   - create+start a busybox sandbox and run `true` in it (cairn: the API,
-//     until `exec true` returns) against `runsc run` of the same kind of
-//     bundle (a btrfs snapshot of the same image, process `true`);
-//   - exec round trip of `true` in a running sandbox (cairn: client → cairnd
-//     → cairn-init) against `runsc exec` into a running container.
+// Groups, one file each:
+//   - skeleton (skeleton.go): create+start+`exec true`, and the exec round
+//     trip, against runsc by hand;
+//   - checkpoint (checkpoint.go): disk checkpoint create latency and pause
+//     window against a bare btrfs snapshot, restore in place and fork of 10
+//     against runsc and btrfs by hand.
+//
+// Everything runs on a throw-away cairnd with its own data dir and loop
+// pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -28,18 +33,94 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
 )
 
+// group is one set of benchmarks that can run alone (-only NAME).
+type group struct {
+	name  string
+	about string
+	run   func(context.Context, *env) error
+}
+
+var groups = []group{
+	{"skeleton", "create+start+exec and exec round trip vs. runsc by hand", benchSkeleton},
+	{"checkpoint", "disk checkpoint create (10 MiB/1 GiB/5 GiB), restore in place, fork of 10 vs. btrfs and runsc by hand", benchCheckpoint},
+}
+
+// env is what every group gets: the daemon, its client and the floor.
+type env struct {
+	n     int // iterations per measurement
+	d     *benchDaemon
+	c     *client.Client
+	floor *bareRunsc
+}
+
+// warmSandbox runs for the whole bench; the busybox image is built for it.
+const warmSandbox = "warm"
+
 func main() {
-	n := flag.Int("n", 20, "iterations per measurement")
+	n := flag.Int("n", 20, "iterations per measurement (fork of 10: n/4, at least 3)")
+	only := flag.String("only", "", "run only these groups, comma-separated: "+groupNames())
+	keepLog := flag.String("log", "", "copy cairnd's log to this file at the end (it is removed with the data dir otherwise)")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: go run ./bench [-n N] [-only GROUP[,GROUP]] [-log FILE]\n\ngroups:\n")
+		for _, g := range groups {
+			fmt.Fprintf(os.Stderr, "  %-11s %s\n", g.name, g.about)
+		}
+		fmt.Fprintln(os.Stderr)
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	selected, err := selectGroups(*only)
+	if err == nil && *n < 1 {
+		err = errors.New("-n must be at least 1")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	// The first ^C or SIGTERM cancels the measurements; cleanup still runs
+	// (further signals are ignored until it is done).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *n); err != nil {
+	err = run(ctx, *n, selected, *keepLog)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, n int) error {
+func groupNames() string {
+	var names []string
+	for _, g := range groups {
+		names = append(names, g.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func selectGroups(only string) ([]group, error) {
+	if only == "" {
+		return groups, nil
+	}
+	var out []group
+	for _, name := range strings.Split(only, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, g := range groups {
+			if g.name == name {
+				out = append(out, g)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("-only: no group %q (groups: %s)", name, groupNames())
+		}
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, n int, selected []group, keepLog string) (err error) {
+	if os.Geteuid() != 0 {
+		return errors.New("run as root (runsc and btrfs need it)")
+	}
 	binDir := os.Getenv("CAIRN_BIN")
 	if binDir == "" {
 		binDir = "bin"
@@ -48,69 +129,86 @@ func run(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	d, err := startDaemon(binDir)
+	d, err := startDaemon(ctx, binDir, runscPath)
 	if err != nil {
 		return err
 	}
-	defer d.stop()
-	c := d.client
+	d.keepLog = keepLog
+	defer func() {
+		if cerr := d.stop(); cerr != nil {
+			fmt.Fprintln(os.Stderr, "bench: cleanup:", cerr)
+			if err == nil {
+				err = cerr
+			}
+		}
+	}()
+	e := &env{n: n, d: d, c: d.client}
+	e.floor = &bareRunsc{binary: runscPath, dir: filepath.Join(d.dataDir, "bare"), image: filepath.Join(d.poolDir(), "images", "busybox")}
+	if err := os.MkdirAll(e.floor.dir, 0o700); err != nil {
+		return err
+	}
+	if e.floor.inherit, err = quotaParents(ctx, d.poolDir()); err != nil {
+		return err
+	}
 
 	// Warm up: the busybox image is built on first use, outside the timings.
-	if err := createSandbox(ctx, c, "warm"); err != nil {
+	if err := createQuiet(ctx, e.c, warmSandbox); err != nil {
 		return err
 	}
 
-	fmt.Printf("cairn walking-skeleton benchmarks, %d iterations each, %s\n\n", n, time.Now().UTC().Format(time.RFC3339))
-
-	// 1. create+start+exec true.
-	var cairnCreate []time.Duration
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("b%d", i)
-		t0 := time.Now()
-		if err := createSandbox(ctx, c, name); err != nil {
-			return err
+	fmt.Printf("cairn benchmarks, %s, %d cores, kernel %s, %s, load average %s\n\n",
+		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), kernel(), runscPath, loadavg())
+	for _, g := range selected {
+		start := time.Now()
+		if err := g.run(ctx, e); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: interrupted: %w", g.name, err)
+			}
+			return fmt.Errorf("%s: %w", g.name, err)
 		}
-		if err := execTrue(ctx, c, name); err != nil {
-			return err
-		}
-		cairnCreate = append(cairnCreate, time.Since(t0))
-		if err := deleteSandbox(ctx, c, name); err != nil {
-			return err
+		// Other work on the machine shows here: the figures are only as
+		// quiet as the machine was.
+		fmt.Printf("(group %s took %s; load average %s)\n\n", g.name, time.Since(start).Round(time.Second), loadavg())
+		if quotaInconsistent(ctx, d.poolDir()) {
+			fmt.Println("WARNING: the pool's btrfs quota data became inconsistent during this group: later figures and cairn's disk usage are off")
 		}
 	}
-	floor := &bareRunsc{binary: runscPath, dir: filepath.Join(d.dataDir, "bare"), image: filepath.Join(d.dataDir, "pool", "images", "busybox")}
-	if err := os.MkdirAll(floor.dir, 0o700); err != nil {
-		return err
-	}
-	var bareRun []time.Duration
-	for i := 0; i < n; i++ {
-		dt, err := floor.runTrue(ctx, fmt.Sprintf("bare%d", i), filepath.Join(d.dataDir, "pool", "tmp", fmt.Sprintf("bare%d", i)))
-		if err != nil {
-			return err
-		}
-		bareRun = append(bareRun, dt)
-	}
-	report("create+start busybox, run `true`", cairnCreate, "runsc run (same image, snapshot, `true`)", bareRun)
-
-	// 2. exec round trip.
-	var cairnExec []time.Duration
-	for i := 0; i < n*5; i++ {
-		t0 := time.Now()
-		if err := execTrue(ctx, c, "warm"); err != nil {
-			return err
-		}
-		cairnExec = append(cairnExec, time.Since(t0))
-	}
-	bareExec, err := floor.execTrue(ctx, "barex", filepath.Join(d.dataDir, "pool", "tmp", "barex"), n*5)
-	if err != nil {
-		return err
-	}
-	report("exec `true` round trip", cairnExec, "runsc exec `true`", bareExec)
 	return nil
 }
 
+// loadavg is the 1, 5 and 15 minute load averages.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func createSandbox(ctx context.Context, c *client.Client, name string) error {
-	op, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: name})
+	return createSandboxReq(ctx, c, api.CreateSandboxRequest{Name: name})
+}
+
+// createQuiet creates a sandbox whose automatic checkpoints come at the
+// longest interval allowed, so that none lands inside a measurement.
+func createQuiet(ctx context.Context, c *client.Client, name string) error {
+	return createSandboxReq(ctx, c, api.CreateSandboxRequest{Name: name, AutoCheckpoint: "24h"})
+}
+
+func createSandboxReq(ctx context.Context, c *client.Client, req api.CreateSandboxRequest) error {
+	op, err := c.CreateSandbox(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -138,96 +236,16 @@ func execTrue(ctx context.Context, c *client.Client, name string) error {
 	return nil
 }
 
-// report prints p50/p90 of both series and the ratio of the medians.
-func report(what string, cairn []time.Duration, floorName string, floor []time.Duration) {
-	cp50, cp90 := percentiles(cairn)
-	fp50, fp90 := percentiles(floor)
-	fmt.Printf("%s\n", what)
-	fmt.Printf("  %-44s p50 %8s  p90 %8s\n", "cairn", round(cp50), round(cp90))
-	fmt.Printf("  %-44s p50 %8s  p90 %8s\n", floorName, round(fp50), round(fp90))
-	fmt.Printf("  ratio cairn/floor (p50): %.2f×, overhead %s\n\n", float64(cp50)/float64(fp50), round(cp50-fp50))
-}
-
-func percentiles(ds []time.Duration) (p50, p90 time.Duration) {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2], s[len(s)*9/10]
-}
-
-func round(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
-
-// bareRunsc runs containers by hand with runsc, the floor cairn builds on.
-type bareRunsc struct {
-	binary, dir, image string
-}
-
-func (b *bareRunsc) runsc(args ...string) *exec.Cmd {
-	return exec.Command(b.binary, append([]string{"--root=" + filepath.Join(b.dir, "state"), "--overlay2=none", "--host-uds=open", "--network=none"}, args...)...)
-}
-
-// bundle snapshots the image to root and writes a bundle running args.
-func (b *bareRunsc) bundle(ctx context.Context, id, root string, args []string) (string, error) {
-	if out, err := exec.CommandContext(ctx, "btrfs", "subvolume", "snapshot", b.image, root).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("snapshot: %v: %s", err, out)
-	}
-	bundle := filepath.Join(b.dir, id)
-	spec := runsc.Spec{ID: id, Hostname: id, Root: root, Args: args, Env: []string{"PATH=/bin:/usr/bin"}, BundleDir: bundle}
-	return bundle, spec.WriteBundle()
-}
-
-func (b *bareRunsc) cleanup(id, root string) {
-	b.runsc("delete", "--force", id).Run()
-	exec.Command("btrfs", "subvolume", "delete", root).Run()
-	os.RemoveAll(filepath.Join(b.dir, id))
-}
-
-// runTrue times snapshot + `runsc run` of a container whose process is `true`.
-func (b *bareRunsc) runTrue(ctx context.Context, id, root string) (time.Duration, error) {
-	t0 := time.Now()
-	bundle, err := b.bundle(ctx, id, root, []string{"/bin/true"})
+// execSh runs a shell script in sandbox name and returns its stdout; a
+// non-zero exit is an error carrying its stderr.
+func execSh(ctx context.Context, c *client.Client, name, script string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	st, err := c.Exec(ctx, name, api.ExecRequest{Command: []string{"sh", "-c", script}}, client.ExecIO{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
-		return 0, err
+		return "", fmt.Errorf("exec in %s: %w", name, err)
 	}
-	cmd := b.runsc("run", "--bundle="+bundle, id)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("runsc run: %v: %s", err, out)
+	if st.Code != 0 {
+		return "", fmt.Errorf("exec in %s: `%s` exited %d: %s", name, script, st.Code, trimOut(stderr.Bytes()))
 	}
-	dt := time.Since(t0)
-	b.cleanup(id, root)
-	return dt, nil
-}
-
-// execTrue starts a container running sleep and times n `runsc exec true`.
-func (b *bareRunsc) execTrue(ctx context.Context, id, root string, n int) ([]time.Duration, error) {
-	bundle, err := b.bundle(ctx, id, root, []string{"/bin/sleep", "100000"})
-	if err != nil {
-		return nil, err
-	}
-	defer b.cleanup(id, root)
-	// The container's init inherits create's stdio: give it a file, not a
-	// pipe that would stay open as long as the container runs.
-	logf, err := os.Create(filepath.Join(b.dir, id+".log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	create := b.runsc("create", "--bundle="+bundle, id)
-	create.Stdout, create.Stderr = logf, logf
-	create.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := create.Run(); err != nil {
-		out, _ := os.ReadFile(logf.Name())
-		return nil, fmt.Errorf("runsc create: %v: %s", err, out)
-	}
-	if out, err := b.runsc("start", id).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("runsc start: %v: %s", err, out)
-	}
-	var ds []time.Duration
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		if out, err := b.runsc("exec", id, "/bin/true").CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("runsc exec: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		ds = append(ds, time.Since(t0))
-	}
-	return ds, nil
+	return stdout.String(), nil
 }
