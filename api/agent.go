@@ -13,6 +13,8 @@ import (
 const (
 	AgentOpPing     = "ping"     // reply: AgentInfo
 	AgentOpExec     = "exec"     // reply: ExecStarted, then exec frames unless detached
+	AgentOpAttach   = "attach"   // reply: ExecStarted; then the session's output from Session.Offset on, and exec frames
+	AgentOpAck      = "ack"      // reply: AgentResult; the session's output before Session.Offset is freed
 	AgentOpSync     = "sync"     // reply: AgentResult; file systems are synced
 	AgentOpShutdown = "shutdown" // reply: AgentResult once every process is gone; then cairn-init exits
 	AgentOpServices = "services" // reply: ServicesReply
@@ -27,6 +29,9 @@ type AgentRequest struct {
 	Exec    *ExecRequest `json:"exec,omitempty"`     // for AgentOpExec
 	GraceMS int64        `json:"grace_ms,omitempty"` // for AgentOpShutdown: how long processes get between SIGTERM and SIGKILL
 	Logs    *LogsRequest `json:"logs,omitempty"`     // for AgentOpLogs
+	// Session names an attached exec session and an offset in its output,
+	// for AgentOpAttach and AgentOpAck.
+	Session *SessionOffset `json:"session,omitempty"`
 	// Hostname is the new hostname, for AgentOpHostname (a sandbox resumed
 	// from another's memory gets its own name).
 	Hostname string `json:"hostname,omitempty"`

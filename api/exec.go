@@ -24,6 +24,22 @@ type ExecRequest struct {
 // ExecStarted answers an exec request once the process runs.
 type ExecStarted struct {
 	PID int `json:"pid"` // pid inside the sandbox
+	// Session identifies an attached exec's session inside cairn-init (32
+	// hex digits), for cairnd to re-attach it after its connection broke.
+	// Empty for a detached exec, and in the REST API.
+	Session string `json:"session,omitempty"`
+	// Buffer is how many bytes of output cairn-init keeps for the session
+	// until cairnd acknowledges them (op ack); when they are that many,
+	// the command blocks on its output. cairnd acknowledges well before.
+	Buffer int `json:"buffer,omitempty"`
+}
+
+// SessionOffset names an attached exec session and a byte offset in its
+// output: the bytes of the Stdout, Stderr and Exit frames cairn-init sent
+// on it, counted from the first frame after the exec reply.
+type SessionOffset struct {
+	ID     string `json:"id"`     // ExecStarted.Session
+	Offset int64  `json:"offset"` // bytes of output
 }
 
 // ExitStatus is the payload of a FrameExit frame.
@@ -46,7 +62,8 @@ type Resize struct {
 type FrameType byte
 
 // Frame types. Client → sandbox: Stdin, StdinClose, Resize, Signal.
-// Sandbox → client: Stdout, Stderr, Exit (always last).
+// Sandbox → client: Stdout, Stderr, Exit (always last). cairnd → cairn-init
+// only: Hangup (cairnd drops Hangup frames that a client sends).
 const (
 	FrameStdin      FrameType = 1 // payload: bytes for the process's stdin
 	FrameStdout     FrameType = 2 // payload: bytes the process wrote to stdout (or the tty)
@@ -55,6 +72,7 @@ const (
 	FrameResize     FrameType = 5 // payload: JSON Resize
 	FrameSignal     FrameType = 6 // payload: signal number as one byte
 	FrameExit       FrameType = 7 // payload: JSON ExitStatus; the last frame
+	FrameHangup     FrameType = 8 // no payload: the client is gone; hang the process up now
 )
 
 // MaxFramePayload bounds one frame's payload.

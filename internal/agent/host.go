@@ -1,13 +1,16 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/yamux"
 
@@ -24,8 +27,10 @@ var ErrClosed = errors.New("agent host closed")
 // then fails with an error of code api.CodeAgentUnreachable that wraps
 // ctx.Err(); so do ops whose connection fails.
 type Host struct {
-	ln   net.Listener
-	done chan struct{} // closed when the accept loop ends
+	ln           net.Listener
+	done         chan struct{} // closed when the accept loop ends
+	reattachWait time.Duration
+	log          *slog.Logger
 
 	mu      sync.Mutex
 	sess    *yamux.Session // the newest connection; nil before the first
@@ -33,9 +38,28 @@ type Host struct {
 	closed  bool
 }
 
+// DefaultReattachWait is how long an attached exec whose connection to
+// cairn-init broke waits for cairn-init to connect again and re-attach it.
+// It matches the grace cairn-init gives such a session
+// (initd.DefaultExecGrace).
+const DefaultReattachWait = 60 * time.Second
+
+// ListenConfig holds the options of a Host.
+type ListenConfig struct {
+	// ReattachWait bounds how long an exec stream whose connection broke
+	// waits to re-attach its session; default DefaultReattachWait.
+	ReattachWait time.Duration
+	Log          *slog.Logger // default slog.Default()
+}
+
 // Listen removes a stale socket file at path, listens on it and accepts
 // cairn-init's connections in the background.
 func Listen(path string) (*Host, error) {
+	return ListenConfig{}.Listen(path)
+}
+
+// Listen is the package's Listen with the options of lc.
+func (lc ListenConfig) Listen(path string) (*Host, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale agent socket: %w", err)
 	}
@@ -48,7 +72,13 @@ func Listen(path string) (*Host, error) {
 		ln.Close()
 		return nil, fmt.Errorf("chmod agent socket: %w", err)
 	}
-	h := &Host{ln: ln, done: make(chan struct{}), changed: make(chan struct{})}
+	h := &Host{
+		ln:           ln,
+		done:         make(chan struct{}),
+		reattachWait: cmp.Or(lc.ReattachWait, DefaultReattachWait),
+		log:          cmp.Or(lc.Log, slog.Default()),
+		changed:      make(chan struct{}),
+	}
 	go h.accept()
 	return h, nil
 }

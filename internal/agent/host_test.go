@@ -275,3 +275,82 @@ func TestServices(t *testing.T) {
 		t.Errorf("db: %v", err)
 	}
 }
+
+// An exec stream whose cairn-init does not come back within ReattachWait
+// ends with ErrSessionLost.
+func TestExecSessionLost(t *testing.T) {
+	sock := socketPath(t)
+	h, err := agent.ListenConfig{ReattachWait: 200 * time.Millisecond}.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctx, stopInit := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = initd.Run(ctx, initd.Config{SocketPath: sock, ServicesDir: t.TempDir(), LogDir: t.TempDir(),
+			Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	}()
+	t.Cleanup(func() {
+		stopInit()
+		<-done
+	})
+	pid, st, err := h.Exec(timeout(t, 10*time.Second), api.ExecRequest{Command: []string{"sh", "-c", "echo ready; exec sleep 30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if typ, payload, err := api.ReadFrame(st); typ != api.FrameStdout || string(payload) != "ready\n" || err != nil {
+		t.Fatalf("first frame: %d %q %v", typ, payload, err)
+	}
+	stopInit() // hangs the command up; its stream breaks before the Exit frame
+	<-done
+	if alive(pid) {
+		t.Errorf("pid %d survived cairn-init", pid)
+	}
+	start := time.Now()
+	_, _, err = api.ReadFrame(st)
+	if !errors.Is(err, agent.ErrSessionLost) || !errdefs.Is(err, api.CodeAgentUnreachable) ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("read after cairn-init went: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("lost after %s", d)
+	}
+	// Writes fail too, and Close does not wait.
+	if err := api.WriteFrame(st, api.FrameStdin, []byte("x")); !errors.Is(err, agent.ErrSessionLost) {
+		t.Errorf("write after the session was lost: %v", err)
+	}
+}
+
+// Closing the Host ends an exec stream that waits to re-attach.
+func TestExecSessionLostWhenHostCloses(t *testing.T) {
+	sock := socketPath(t)
+	h := listen(t, sock)
+	ctx, stopInit := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = initd.Run(ctx, initd.Config{SocketPath: sock, ServicesDir: t.TempDir(), LogDir: t.TempDir(),
+			Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	}()
+	t.Cleanup(func() {
+		stopInit()
+		<-done
+	})
+	_, st, err := h.Exec(timeout(t, 10*time.Second), api.ExecRequest{Command: []string{"sh", "-c", "echo ready; exec sleep 30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, _, err := api.ReadFrame(st); err != nil {
+		t.Fatal(err)
+	}
+	stopInit()
+	<-done
+	time.AfterFunc(100*time.Millisecond, func() { h.Close() })
+	if _, _, err := api.ReadFrame(st); !errors.Is(err, agent.ErrSessionLost) || !errors.Is(err, agent.ErrClosed) {
+		t.Errorf("read after the host closed: %v", err)
+	}
+}

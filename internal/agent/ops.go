@@ -43,8 +43,13 @@ func (h *Host) ping(ctx context.Context, sess *yamux.Session) (api.AgentInfo, er
 
 // Exec starts req's command in the sandbox and returns its pid. Unless
 // req.Detach, it also returns the exec stream: the caller writes and reads
-// the frames of api/exec.go on it, the last one it reads is FrameExit, and
-// it must Close it. Closing it before FrameExit hangs up the command (see
+// the frames of api/exec.go on it, the last one it reads is FrameExit
+// (Read then returns io.EOF), and it must Close it. The stream outlives a
+// broken connection to cairn-init (a memory checkpoint breaks it): it waits
+// for cairn-init to connect again and re-attaches the session where it
+// left off, so that what it reads holds every output frame once, in order.
+// If that fails, Read returns an error that wraps ErrSessionLost.
+// Closing the stream before FrameExit hangs up the command (see
 // docs/exec-protocol.md); what follows, the Exit frame included, can still
 // be read. The end of ctx aborts the stream, which also hangs up the
 // command: ctx bounds the whole session, as with exec.CommandContext.
@@ -59,8 +64,7 @@ func (h *Host) Exec(ctx context.Context, req api.ExecRequest) (pid int, stream i
 		st.Close()
 		return started.PID, nil, nil
 	}
-	stop := context.AfterFunc(ctx, func() { abort(st) })
-	return started.PID, &execStream{Conn: st, stop: stop}, nil
+	return started.PID, newExecStream(ctx, h, st, started), nil
 }
 
 // Sync makes cairn-init flush every file system to disk, as before a
@@ -102,7 +106,7 @@ func (h *Host) Shutdown(ctx context.Context, grace time.Duration) error {
 }
 
 // do waits for a connection and makes one request on it.
-func (h *Host) do(ctx context.Context, req api.AgentRequest, reply any) (net.Conn, error) {
+func (h *Host) do(ctx context.Context, req api.AgentRequest, reply any) (*yamux.Stream, error) {
 	sess, _, err := h.session(ctx)
 	if err != nil {
 		return nil, err
@@ -112,14 +116,14 @@ func (h *Host) do(ctx context.Context, req api.AgentRequest, reply any) (net.Con
 
 // request opens a stream on sess, writes req and reads the reply line into
 // reply. The stream is returned open, positioned after the reply line.
-func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, reply any) (net.Conn, error) {
+func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, reply any) (*yamux.Stream, error) {
 	st, err := sess.OpenStream()
 	if err != nil {
 		return nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "agent %s", req.Op)
 	}
 	stop := context.AfterFunc(ctx, func() { abort(st) })
 	defer stop()
-	fail := func(err error) (net.Conn, error) {
+	fail := func(err error) (*yamux.Stream, error) {
 		abort(st)
 		if ctx.Err() != nil {
 			err = ctx.Err()
@@ -167,15 +171,4 @@ func (e *replyError) Error() string { return fmt.Sprintf("agent %s: %s", e.op, e
 func abort(st net.Conn) {
 	_ = st.SetDeadline(time.Now())
 	st.Close()
-}
-
-// execStream is an exec stream whose Close also releases its ctx watch.
-type execStream struct {
-	net.Conn
-	stop func() bool
-}
-
-func (s *execStream) Close() error {
-	s.stop()
-	return s.Conn.Close()
 }

@@ -3,9 +3,12 @@
 // It reaps every child, forwards the signals it gets to the process groups
 // it started, and keeps one yamux connection to cairnd by dialing the host
 // socket bound into the sandbox, again and again whenever the connection
-// breaks. cairnd opens a stream on that connection per request: ping, exec,
-// sync, shutdown, services or logs. Processes outlive the connection; an
-// attached exec session does not (see docs/exec-protocol.md).
+// breaks. cairnd opens a stream on that connection per request: ping,
+// exec, attach, ack, sync, shutdown, services, logs or hostname. Processes
+// outlive the connection, and so do attached exec sessions: their output
+// is buffered until cairnd acknowledges it, and cairnd re-attaches a
+// session after a broken connection, within a grace (see
+// docs/exec-protocol.md).
 //
 // At start it also starts the services defined in /etc/cairn/services and
 // restarts them per their policy until it stops, with their output in

@@ -13,7 +13,9 @@ import (
 
 // serveExec serves an exec stream: it starts req's command, replies with its pid
 // or the reason it could not start and, unless the command is detached,
-// runs its session on st until it exits.
+// serves its session on st: until the command exits and the output is
+// sent, until cairnd hangs it up, or until the stream breaks (then the
+// session waits to be re-attached).
 func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 	cmd, err := command(s.cfg.Env, req)
 	if err != nil {
@@ -22,32 +24,81 @@ func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 	}
 	if req.Detach {
 		pid, err := s.startDetached(cmd)
-		s.replyStarted(st, req, pid, err)
+		s.replyStarted(st, req, pid, "", err)
 		return
 	}
 	start := s.startPipes
 	if req.TTY {
 		start = s.startTTY
 	}
-	sess, err := start(cmd, req)
+	ss, err := start(cmd, req)
 	if err != nil {
-		s.replyStarted(st, req, 0, err)
+		s.replyStarted(st, req, 0, "", err)
 		return
 	}
-	s.replyStarted(st, req, sess.pid, nil)
-	sess.run(st)
+	ss.srv, ss.log, ss.id = s, s.log, newSessionID()
+	ss.buf = newOutBuffer(s.cfg.ExecBuffer)
+	att, _ := ss.attach(st, 0) // a new session takes any stream at offset 0
+	ss.start()
+	if !s.sessions.add(ss) { // cairn-init is stopping
+		ss.end()
+	}
+	s.replyStarted(st, req, ss.pid, ss.id, nil)
+	ss.serve(att, 0)
 }
 
-// replyStarted answers an exec request with the pid of its process or the
-// reason it did not start.
-func (s *server) replyStarted(st *yamux.Stream, req api.ExecRequest, pid int, err error) {
+// serveAttach serves an attach stream: it makes the stream the one of the
+// session it names, replies, then sends the session's output from the
+// offset it names on, and applies the frames cairnd sends.
+func (s *server) serveAttach(st *yamux.Stream, ref *api.SessionOffset) {
+	if ref == nil {
+		s.replyError(st, &opError{api.AgentErrInvalid, "attach: no session"})
+		return
+	}
+	ss := s.sessions.get(ref.ID)
+	if ss == nil {
+		s.replyError(st, &opError{api.AgentErrNotFound, fmt.Sprintf("no exec session %q", ref.ID)})
+		return
+	}
+	att, err := ss.attach(st, ref.Offset)
+	if err != nil {
+		s.replyError(st, err)
+		return
+	}
+	s.log.Info("exec session re-attached", "pid", ss.pid, "session", ss.id, "offset", ref.Offset)
+	s.reply(st, api.ExecStarted{PID: ss.pid, Session: ss.id, Buffer: s.cfg.ExecBuffer})
+	ss.serve(att, ref.Offset)
+}
+
+// serveAck frees the output of a session before the offset it names.
+func (s *server) serveAck(st *yamux.Stream, ref *api.SessionOffset) {
+	if ref == nil {
+		s.replyError(st, &opError{api.AgentErrInvalid, "ack: no session"})
+		return
+	}
+	ss := s.sessions.get(ref.ID)
+	if ss == nil {
+		s.replyError(st, &opError{api.AgentErrNotFound, fmt.Sprintf("no exec session %q", ref.ID)})
+		return
+	}
+	ss.buf.ack(ref.Offset)
+	s.reply(st, api.AgentResult{OK: true})
+}
+
+// replyStarted answers an exec request with the pid of its process (and
+// the id of its session, if attached) or the reason it did not start.
+func (s *server) replyStarted(st *yamux.Stream, req api.ExecRequest, pid int, session string, err error) {
 	if err != nil {
 		s.log.Debug("exec failed", "command", req.Command[0], "err", err)
 		s.replyError(st, err)
 		return
 	}
-	s.log.Debug("exec", "command", req.Command[0], "pid", pid, "detach", req.Detach)
-	s.reply(st, api.ExecStarted{PID: pid})
+	s.log.Debug("exec", "command", req.Command[0], "pid", pid, "detach", req.Detach, "session", session)
+	started := api.ExecStarted{PID: pid}
+	if session != "" {
+		started.Session, started.Buffer = session, s.cfg.ExecBuffer
+	}
+	s.reply(st, started)
 }
 
 // startDetached starts cmd in its own process group with stdio on
@@ -79,7 +130,7 @@ func (s *server) startPipes(cmd *exec.Cmd, req api.ExecRequest) (_ *session, err
 		}
 		return r, w, nil
 	}
-	sess := &session{log: s.log}
+	sess := &session{}
 	if req.Stdin {
 		r, w, err := pipe()
 		if err != nil {
@@ -94,7 +145,7 @@ func (s *server) startPipes(cmd *exec.Cmd, req api.ExecRequest) (_ *session, err
 			return nil, err
 		}
 		ours, theirs = append(ours, r), append(theirs, w)
-		sess.out = append(sess.out, output{r, t})
+		sess.out = append(sess.out, &output{f: r, t: t})
 		if t == api.FrameStdout {
 			cmd.Stdout = w
 		} else {
@@ -128,11 +179,10 @@ func (s *server) startTTY(cmd *exec.Cmd, req api.ExecRequest) (*session, error) 
 	}
 	s.groups.add(pid)
 	sess := &session{
-		log:    s.log,
 		pid:    pid,
 		exited: exited,
 		tty:    master,
-		out:    []output{{master, api.FrameStdout}},
+		out:    []*output{{f: master, t: api.FrameStdout}},
 		files:  []*os.File{master},
 	}
 	if req.Stdin {

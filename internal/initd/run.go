@@ -34,6 +34,13 @@ type Config struct {
 	ServicesDir string  // service definitions, read at start; default DefaultServicesDir
 	LogDir      string  // service logs, NAME.log; default DefaultLogDir
 	Backoff     Backoff // restart delays of services; zero fields take those of DefaultBackoff
+
+	// ExecGrace is how long an attached exec whose stream broke waits to
+	// be re-attached before it is hung up; default DefaultExecGrace.
+	ExecGrace time.Duration
+	// ExecBuffer is how many bytes of its output an attached exec keeps
+	// until cairnd acknowledges them; default DefaultExecBuffer.
+	ExecBuffer int
 }
 
 // server is one running cairn-init.
@@ -44,6 +51,7 @@ type server struct {
 	reaper   *reaper
 	groups   *groups
 	services *services
+	sessions *sessionTable      // attached execs
 	stop     context.CancelFunc // ends Run
 	wg       sync.WaitGroup     // stream handlers
 }
@@ -68,6 +76,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.LogDir == "" {
 		cfg.LogDir = DefaultLogDir
 	}
+	cfg.ExecGrace = cmp.Or(cfg.ExecGrace, DefaultExecGrace)
+	cfg.ExecBuffer = cmp.Or(cfg.ExecBuffer, DefaultExecBuffer)
 	def := DefaultBackoff()
 	cfg.Backoff.First = cmp.Or(cfg.Backoff.First, def.First)
 	cfg.Backoff.Max = cmp.Or(cfg.Backoff.Max, def.Max)
@@ -83,12 +93,13 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &server{
-		cfg:    cfg,
-		log:    cfg.Log,
-		bootID: hex.EncodeToString(id),
-		reaper: newReaper(cfg.Log),
-		groups: newGroups(),
-		stop:   stop,
+		cfg:      cfg,
+		log:      cfg.Log,
+		bootID:   hex.EncodeToString(id),
+		reaper:   newReaper(cfg.Log),
+		groups:   newGroups(),
+		sessions: newSessionTable(),
+		stop:     stop,
 	}
 	s.services = newServices(s, loadServices(cfg.ServicesDir, cfg.Log))
 
@@ -107,6 +118,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	<-ctx.Done()
 	loops.Wait()
+	// Nobody can re-attach an exec any more: hang them up now.
+	s.sessions.endAll()
 	// Unless terminate already did, stop the services (those it started).
 	s.services.shutdown(cfg.TermGrace)
 	// Handlers end once their process exits, so the reaper must outlive them.

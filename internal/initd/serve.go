@@ -36,6 +36,10 @@ func (s *server) handle(st *yamux.Stream) {
 			return
 		}
 		s.serveExec(st, *req.Exec)
+	case api.AgentOpAttach:
+		s.serveAttach(st, req.Session)
+	case api.AgentOpAck:
+		s.serveAck(st, req.Session)
 	case api.AgentOpServices:
 		s.serveServices(st)
 	case api.AgentOpLogs:

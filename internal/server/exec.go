@@ -1,12 +1,15 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
@@ -16,7 +19,11 @@ const ExecUpgrade = "cairn-exec"
 // execSandbox runs a command. Detached: answers {"pid":N}. Attached: the
 // request must ask to upgrade to cairn-exec; cairnd answers 101 and from
 // then on pipes exec frames (package api) both ways between the client and
-// cairn-init, until cairn-init ends the stream after the Exit frame.
+// cairn-init, until the Exit frame. The agent's stream carries the session
+// across a broken connection to cairn-init (a memory checkpoint breaks it),
+// so the client sees every output frame once, in order; if the session
+// cannot be re-attached, the client's connection is closed without an
+// Exit frame. See docs/exec-protocol.md.
 func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.ExecRequest
 	if err := decode(r, &req); err != nil {
@@ -52,12 +59,15 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	go func() {
 		defer wg.Done()
 		// Client → sandbox. When the client goes away the stream closes
-		// and cairn-init hangs up the process.
+		// and cairn-init hangs up the process. A frame too large ends the
+		// copy too.
 		io.Copy(stream, buf.Reader)
 		stream.Close()
 	}()
-	// Sandbox → client, until the Exit frame and the end of the stream.
-	io.Copy(conn, stream)
+	// Sandbox → client, until the Exit frame (then the stream reads EOF).
+	if _, err := io.Copy(conn, stream); errors.Is(err, agent.ErrSessionLost) {
+		slog.Warn("exec session lost; closing the client's connection", "sandbox", r.PathValue("name"), "pid", pid, "err", err)
+	}
 	conn.Close()
 	wg.Wait()
 	return nil
