@@ -29,7 +29,9 @@ type Checkpoint struct {
 	HasMemory      bool      `json:"has_memory"`
 	Image          string    `json:"image"`
 	CreatedAt      time.Time `json:"created_at"`
-	// SizeExclusive is what only this checkpoint holds: what deleting it frees.
+	// SizeExclusive is what only this checkpoint holds: what deleting it
+	// frees. Sizes are 0 in the answer to a create (measuring them would
+	// slow the checkpoint down); list and info have them.
 	SizeExclusive int64 `json:"size_exclusive"`
 	// SizeTotal is all the data it refers to (its full tree, image included).
 	SizeTotal int64 `json:"size_total"`

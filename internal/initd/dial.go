@@ -72,11 +72,11 @@ func (s *server) connectAndServe(ctx context.Context) error {
 }
 
 // yamuxConfig is cairn-init's side of the multiplexed connection.
-// Keepalives every second notice quickly a connection that a memory
+// Keepalives every half second notice quickly a connection that a memory
 // checkpoint broke without either side closing it.
 func yamuxConfig() *yamux.Config {
 	cfg := yamux.DefaultConfig()
-	cfg.KeepAliveInterval = time.Second
+	cfg.KeepAliveInterval = 500 * time.Millisecond
 	cfg.LogOutput = io.Discard
 	return cfg
 }

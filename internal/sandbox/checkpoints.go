@@ -61,11 +61,10 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 			return nil, err
 		}
 		op.Progress("Checkpoint %s created", ck.Seq)
-		usage, err := m.cfg.Pool.Usage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := m.checkpointView(cur, ck, usage)
+		// Sizes are left out of this answer: measuring them commits the
+		// pool, which would slow every checkpoint down. `checkpoint info`
+		// has them.
+		out := m.checkpointView(cur, ck, nil)
 		out.PausedMS = float64(res.Paused.Microseconds()) / 1000
 		return out, nil
 	}), nil
@@ -141,7 +140,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 		return ck, res, err
 	}
 	undo.Success()
-	logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
+	m.refreshBrowseSoon(sb)
 	slog.Info("checkpoint created", "sandbox", sb.Name, "id", ck.Seq, "global_id", ck.ID, "trigger", ck.Trigger,
 		"consistency", ck.Consistency, "memory", ck.HasMemory, "paused", res.Paused, "quiesce", res.Quiesce, "memory_save", res.MemorySave)
 	return ck, res, nil

@@ -122,6 +122,22 @@ func (m *Manager) refreshBrowse(ctx context.Context, sb metadata.Sandbox) error 
 	return nil
 }
 
+// refreshBrowseSoon refreshes /.cairn/checkpoints in the background, once
+// the caller has released the disk lock: off the path of a checkpoint.
+func (m *Manager) refreshBrowseSoon(sb metadata.Sandbox) {
+	go func() {
+		lock := m.diskLock(sb.ID)
+		lock.Lock()
+		defer lock.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := m.cfg.Store.SandboxByID(ctx, sb.ID); err != nil {
+			return // deleted meanwhile
+		}
+		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
+	}()
+}
+
 // removeBrowse deletes a sandbox's browse directory and its snapshots.
 func (m *Manager) removeBrowse(ctx context.Context, id string) error {
 	dir := m.browseDir(id)

@@ -378,6 +378,13 @@ func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error 
 	defer cancel()
 	graceful := false
 	if inst != nil {
+		// Right after a memory checkpoint cairn-init's connection is broken
+		// and it has not noticed yet (its keepalive will, within a second):
+		// a graceful stop is worth that wait, SIGTERM and gVisor winding
+		// down by itself take longer.
+		wctx, cancel := context.WithTimeout(sctx, reconnectWait)
+		inst.agent.WaitConnected(wctx)
+		cancel()
 		if inst.agent.Connected() {
 			// cairn-init answers once every process has exited (SIGTERM,
 			// then SIGKILL after the grace) and it has synced.
@@ -395,6 +402,24 @@ func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error 
 	}
 	// Nothing runs inside any more; removing the container now saves the
 	// second or two gVisor takes to wind down by itself.
+	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
+		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
+	}
+	return nil
+}
+
+// killContainer ends the sandbox at once, without asking its processes to
+// exit: for a restore in place, whose current state is either saved in
+// the safety checkpoint or was asked to be thrown away.
+func (m *Manager) killContainer(ctx context.Context, sb metadata.Sandbox) error {
+	m.mu.Lock()
+	inst := m.live[sb.ID]
+	delete(m.live, sb.ID)
+	m.notify()
+	m.mu.Unlock()
+	if inst != nil {
+		inst.close()
+	}
 	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
 		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
 	}

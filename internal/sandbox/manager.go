@@ -53,6 +53,7 @@ const (
 	stopGrace         = 5 * time.Second  // SIGTERM to SIGKILL inside the sandbox
 	stopTimeout       = 15 * time.Second // whole graceful stop before force
 	execReadyTimeout  = 2 * time.Minute  // an exec waits this long for a starting sandbox
+	reconnectWait     = 3 * time.Second  // a stop waits this long for cairn-init to dial back
 )
 
 // Config is what a Manager needs.

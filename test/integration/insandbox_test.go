@@ -119,9 +119,17 @@ func TestBrowsableCheckpoints(t *testing.T) {
 	}
 	want := append([]string(nil), ids[2:]...)
 	sort.Strings(want)
-	got := strings.Fields(d.sh("br", "ls /.cairn/checkpoints"))
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("/.cairn/checkpoints holds %v, want the five newest %v", got, want)
+	// The directory is refreshed right after each checkpoint, off its path.
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		got = strings.Fields(d.sh("br", "ls /.cairn/checkpoints"))
+		if strings.Join(got, " ") == strings.Join(want, " ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/.cairn/checkpoints holds %v, want the five newest %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for i, id := range ids[2:] {
 		if out := d.sh("br", "cat /.cairn/checkpoints/"+id+"/root/state"); out != string(rune('a'+i+2))+"\n" {
