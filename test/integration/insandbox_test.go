@@ -17,11 +17,7 @@ func (d *daemon) pgrep(name, s string) []string {
 	// the scanning shell's own command line does not match it.
 	pat := "'" + s[:1] + "''" + s[1:] + "'"
 	out := d.sh(name, `for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in *`+pat+`*) echo ${p#/proc/};; esac; done`)
-	var pids []string
-	for _, f := range strings.Fields(out) {
-		pids = append(pids, f)
-	}
-	return pids
+	return strings.Fields(out)
 }
 
 func TestCheckpointAndRestoreFromInside(t *testing.T) {
