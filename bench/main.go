@@ -8,7 +8,11 @@
 //     trip, against runsc by hand;
 //   - checkpoint (checkpoint.go): disk checkpoint create latency and pause
 //     window against a bare btrfs snapshot, restore in place and fork of 10
-//     against runsc and btrfs by hand.
+//     against runsc and btrfs by hand;
+//   - memory (memory.go): memory checkpoint and restore in place at 64 MiB,
+//     512 MiB and 2 GiB of touched memory and fork of 10 from a memory
+//     checkpoint, against runsc checkpoint/restore by hand of the same
+//     sandbox and checkpoint; runsc's compression against none.
 //
 // Everything runs on a throw-away cairnd with its own data dir and loop
 // pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
@@ -43,6 +47,7 @@ type group struct {
 var groups = []group{
 	{"skeleton", "create+start+exec and exec round trip vs. runsc by hand", benchSkeleton},
 	{"checkpoint", "disk checkpoint create (10 MiB/1 GiB/5 GiB), restore in place, fork of 10 vs. btrfs and runsc by hand", benchCheckpoint},
+	{"memory", "memory checkpoint and restore (64 MiB/512 MiB/2 GiB touched), fork of 10, compression vs. runsc by hand", benchMemory},
 }
 
 // env is what every group gets: the daemon, its client and the floor.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -32,8 +33,9 @@ func main() {
 		// cairn-init keeps CAP_SYS_ADMIN for itself (to give a copy resumed
 		// from another sandbox's memory its own hostname); nothing it
 		// starts gets it.
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0); err != nil {
-			log.Warn("drop CAP_SYS_ADMIN from the bounding set", "err", err)
+		// The bounding set is per thread: drop it on all of them.
+		if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0); errno != 0 {
+			log.Warn("drop CAP_SYS_ADMIN from the bounding set", "err", errno)
 		}
 	}
 	if err := initd.Run(context.Background(), cfg); err != nil {

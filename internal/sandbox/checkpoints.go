@@ -171,7 +171,7 @@ func (m *Manager) noteAuto(id, trigger string, err error) {
 		delete(m.autoSkipped, id)
 		return
 	}
-	m.autoSkipped[id] = fmt.Sprintf("%s checkpoint skipped at %s: %v", trigger, m.cfg.Now().UTC().Format(time.RFC3339), err)
+	m.autoSkipped[id] = fmt.Sprintf("%s checkpoint skipped at %s: error %s: %v", trigger, m.cfg.Now().UTC().Format(time.RFC3339), errdefs.CodeOf(err), err)
 }
 
 // createAuto records an automatic checkpoint under the id

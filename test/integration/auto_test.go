@@ -120,6 +120,11 @@ func TestNamedSnapshots(t *testing.T) {
 	if out := d.sh("snap2", "cat /root/f"); out != "named\n" {
 		t.Fatalf("restore of a named snapshot: %q", out)
 	}
+	// snap2's disk came from it: it is snap2's current checkpoint.
+	if code := d.errorCode("snapshot", "delete", "before-upgrade"); code != api.CodeCheckpointCurrent {
+		t.Fatalf("deleting the snapshot a sandbox was restored from: %s, want K03", code)
+	}
+	d.mustCLI("delete", "snap2")
 	d.mustCLI("snapshot", "delete", "before-upgrade")
 	if code := d.errorCode("snapshot", "restore", "before-upgrade", "snap3"); code != api.CodeNoCheckpoint {
 		t.Fatalf("restore of a deleted snapshot: %s", code)

@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -147,5 +151,55 @@ func TestBrowsableCheckpoints(t *testing.T) {
 	}
 	if out, _, code := d.cli("", "exec", "br", "--", "/bin/sh", "-c", "echo x >> /.cairn/llm.txt"); code == 0 {
 		t.Fatalf("llm.txt is writable: %q", out)
+	}
+}
+
+// The management socket answers bad requests with the one error shape and
+// keeps serving (here reached from the host side of the same socket).
+func TestSandboxSocketBadInput(t *testing.T) {
+	d := startDaemon(t)
+	sb := d.create("bad")
+	d.checkpoint("bad")
+	sock := filepath.Join(d.dataDir, "sandboxes", sb.ID, "dotcairn", "api.sock")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	call := func(method, path, body string) (int, api.ErrorInfo) {
+		req, _ := http.NewRequest(method, "http://cairn"+path, strings.NewReader(body))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var eb api.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&eb)
+		return resp.StatusCode, eb.Error
+	}
+	cases := []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"DELETE", "/v1/checkpoints", "", 405, api.CodeInvalidRequest},
+		{"POST", "/v1/checkpoint", "{nope", 400, api.CodeInvalidRequest},
+		{"GET", "/v1/checkpoints/v42", "", 404, api.CodeNoCheckpoint},
+		{"POST", "/v1/checkpoints/v42/restore", "", 404, api.CodeNoCheckpoint},
+		{"GET", "/v1/sandboxes", "", 404, api.CodeInvalidRequest},
+		{"POST", "/v1/checkpoints/v0/restore", `{"as":"escape"}`, 400, api.CodeInvalidArgument},
+	}
+	for _, c := range cases {
+		if status, e := call(c.method, c.path, c.body); status != c.status || e.Code != c.code {
+			t.Errorf("%s %s: %d %+v, want %d %s", c.method, c.path, status, e, c.status, c.code)
+		}
+	}
+	// A restore while another runs is refused.
+	if status, _ := call("POST", "/v1/checkpoints/v0/restore", ""); status != http.StatusAccepted {
+		t.Fatalf("restore: %d", status)
+	}
+	if status, e := call("POST", "/v1/checkpoints/v0/restore", ""); status != http.StatusConflict || e.Code != api.CodeSandboxBusy {
+		t.Errorf("second restore: %d %+v, want 409 S05", status, e)
+	}
+	if out := d.sh("bad", "echo alive"); out != "alive\n" {
+		t.Fatalf("after bad requests: %q", out)
 	}
 }

@@ -125,6 +125,13 @@ func TestSavedSession(t *testing.T) {
 	d := startDaemon(t)
 	d.create("sess")
 	d.sh("sess", "echo in-memory-value > /tmp/kept")
+	// Restore as new of a memory checkpoint resumes its processes (and its
+	// memory file system) in the new sandbox.
+	d.checkpoint("sess", "--memory", "--name", "sess-mem")
+	d.mustCLI("snapshot", "restore", "sess-mem", "sess-copy")
+	if got := d.sh("sess-copy", "cat /tmp/kept; hostname"); got != "in-memory-value\nsess-copy\n" {
+		t.Fatalf("restore as new of a memory checkpoint: %q", got)
+	}
 	d.mustCLI("stop", "sess", "--snapshot")
 	var sb api.Sandbox
 	json.Unmarshal([]byte(d.mustCLI("--json", "info", "sess")), &sb)

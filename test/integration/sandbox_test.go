@@ -320,6 +320,17 @@ func TestDebianImageBuiltOnceAndRunsApt(t *testing.T) {
 	if !strings.Contains(out, "ii ") || !strings.Contains(out, "apt ") {
 		t.Fatalf("dpkg/apt inside debian: %q", out)
 	}
+	// The management socket with curl, as an agent inside would use it:
+	// NDJSON progress ending in a complete event with the checkpoint.
+	out = d.sh("deb1", `curl -sS --unix-socket /.cairn/api.sock -X POST -d '{"comment":"by curl"}' http://cairn/v1/checkpoint`)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last struct {
+		Type string         `json:"type"`
+		Data api.Checkpoint `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || len(lines) < 2 || last.Type != api.EventComplete || last.Data.Comment != "by curl" {
+		t.Fatalf("curl checkpoint from inside: %q", out)
+	}
 	img := filepath.Join(d.dataDir, "pool", "images", "debian")
 	st1, err := os.Stat(img)
 	if err != nil {

@@ -1,0 +1,850 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// Goals of the memory-checkpoint group, printed next to the figures.
+const (
+	goalMemRate     = 2e9  // bytes of touched memory per second of checkpoint (E2B: ~4 s per GB)
+	goalMemRatio    = 1.10 // cairn p50 / bare runsc p50, checkpoint, restore and fork
+	goalRestore512  = 500 * time.Millisecond
+	memIterations   = 5 // at most, per size; -n lowers it
+	bigIterations   = 3 // at most, for the 2 GiB case
+	memForkIters    = 3 // fork of 10
+	compressIters   = 3 // each fill, each compression
+	flateBestSpeed  = "flate-best-speed"
+	memFillTimeout  = 3 * time.Minute
+	memCompressSize = 512 << 20
+)
+
+// memSizes are the amounts of memory the sandboxes' processes touch, one
+// sandbox each, filled once and reused by every iteration.
+var memSizes = []struct {
+	label string
+	bytes int64
+	iters int
+}{
+	{"64 MiB", 64 << 20, memIterations},
+	{"512 MiB", 512 << 20, memIterations},
+	{"2 GiB", 2 << 30, bigIterations},
+}
+
+// memSandbox is a busybox sandbox whose /tmp (gVisor's tmpfs: sandbox
+// memory) holds bytes of incompressible data, kept by a sleeping process.
+type memSandbox struct {
+	label    string
+	bytes    int64
+	iters    int
+	name, id string
+	pid      int    // of the detached process (sh, then sleep) inside
+	template []byte // its bundle's config.json, for copies by hand
+
+	ck          api.Checkpoint // the memory checkpoint restored and forked from
+	ckCairn     []time.Duration
+	ckFloor     []time.Duration
+	ckPaused    []time.Duration
+	ckSave      []time.Duration // runsc checkpoint inside cairn's (memory_save)
+	ckPhases    phases
+	image       int64 // bytes of the floor's image
+	rsCairn     []time.Duration
+	rsFloor     []time.Duration
+	rsPhases    phases
+	rsFloorPh   phases
+	verifiedMsg string
+}
+
+// benchMemory measures memory checkpoints: checkpoint, restore in place
+// and fork of 10 against the same runsc calls by hand, at 64 MiB, 512 MiB
+// and 2 GiB of touched memory, and whether runsc's compression pays.
+func benchMemory(ctx context.Context, e *env) error {
+	its := func(n int) int { return min(e.n, n) }
+	fmt.Printf("== memory checkpoints: %d iterations per measurement (2 GiB: %d), fork of %d: %d, compression: %d\n\n",
+		its(memIterations), its(bigIterations), forkCount, its(memForkIters), its(compressIters))
+	scratch, err := e.memScratch()
+	if err != nil {
+		return err
+	}
+	all := make([]*memSandbox, len(memSizes))
+	for k, size := range memSizes {
+		m := &memSandbox{label: size.label, bytes: size.bytes, iters: its(size.iters), name: fmt.Sprintf("mem%d", k)}
+		if err := e.memFill(ctx, m, "random"); err != nil {
+			return fmt.Errorf("fill %s: %w", m.label, err)
+		}
+		all[k] = m
+	}
+	fmt.Println()
+	if err := e.benchMemCheckpoint(ctx, all); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := e.benchMemRestore(ctx, all, scratch); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	memSummary(all)
+	// The fork and the compression run on the 512 MiB sandbox alone: the
+	// others go first, so that ten copies fit in memory comfortably.
+	mid := all[1]
+	for _, m := range []*memSandbox{all[0], all[2]} {
+		if err := e.memDelete(ctx, m); err != nil {
+			return err
+		}
+	}
+	if err := e.benchMemFork(ctx, mid, scratch); err != nil {
+		return fmt.Errorf("fork: %w", err)
+	}
+	if err := e.benchMemCompression(ctx, mid, scratch); err != nil {
+		return fmt.Errorf("compression: %w", err)
+	}
+	return e.memDelete(ctx, mid)
+}
+
+// memDelete deletes the sandbox and then its memory checkpoint, which a
+// deleted sandbox keeps (it stays restorable).
+func (e *env) memDelete(ctx context.Context, m *memSandbox) error {
+	if err := deleteSandbox(ctx, e.c, m.name); err != nil {
+		return err
+	}
+	if m.ck.GlobalID != "" {
+		if _, err := e.c.DeleteSnapshot(ctx, m.ck.GlobalID); err != nil {
+			return fmt.Errorf("delete memory checkpoint %s of %s: %w", m.ck.GlobalID, m.name, err)
+		}
+	}
+	return btrfs(ctx, "subvolume", "sync", e.d.poolDir())
+}
+
+// memScratch makes the directories the copies by hand mount at /.cairn and
+// /.cairn/checkpoints instead of the sandbox's: a copy must not reach
+// cairnd's sockets (its cairn-init keeps dialling a socket that is not
+// there) nor the sandbox's browsable checkpoints.
+func (e *env) memScratch() (string, error) {
+	dir := filepath.Join(e.floor.dir, "scratch")
+	for _, d := range []string{"dotcairn/bin", "dotcairn/checkpoints", "checkpoints"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// memFill creates sandbox m.name and has a detached process fill /tmp
+// with m.bytes: of /dev/urandom (kind "random"), or of copies of the
+// busybox binary (kind "text": compressible about 2× by gzip -1), then
+// sleep. It waits until the fill is complete.
+func (e *env) memFill(ctx context.Context, m *memSandbox, kind string) error {
+	c := e.c
+	if err := createQuiet(ctx, c, m.name); err != nil {
+		return err
+	}
+	sb, err := c.Sandbox(ctx, m.name)
+	if err != nil {
+		return err
+	}
+	m.id = sb.ID
+	mib := m.bytes >> 20
+	fill := fmt.Sprintf("dd if=/dev/urandom of=/tmp/fill bs=1M count=%d 2>/dev/null", mib)
+	if kind == "text" {
+		fill = fmt.Sprintf(`n=$(( %d / $(stat -c %%s /bin/busybox) + 1 )); i=0; while [ $i -lt $n ]; do cat /bin/busybox; i=$((i+1)); done | head -c %d > /tmp/fill`, m.bytes, m.bytes)
+	}
+	t0 := time.Now()
+	m.pid, err = c.ExecDetached(ctx, m.name, api.ExecRequest{Command: []string{"sh", "-c", fill + " && touch /tmp/filled; exec sleep 100000"}})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(memFillTimeout)
+	for {
+		out, err := execSh(ctx, c, m.name, "[ -e /tmp/filled ] && stat -c %s /tmp/fill || true")
+		if err != nil {
+			return err
+		}
+		if out = strings.TrimSpace(out); out != "" {
+			if out != fmt.Sprint(m.bytes) {
+				return fmt.Errorf("/tmp/fill holds %s bytes, want %d", out, m.bytes)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fill of %s not done after %s", m.label, memFillTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	fill0 := time.Since(t0)
+	if m.template, err = os.ReadFile(filepath.Join(e.d.dataDir, "sandboxes", m.id, "bundle", "config.json")); err != nil {
+		return err
+	}
+	fmt.Printf("  (sandbox %s: %s of %s data in /tmp, filled in %s)\n", m.name, m.label, kind, fill0.Round(10*time.Millisecond))
+	return nil
+}
+
+// memVerify is the check that a sandbox or copy holds the checkpoint's
+// state: the fill, the same process, and not what was done after it.
+func (m *memSandbox) memVerify() string {
+	return fmt.Sprintf(`[ -e /tmp/filled ] && [ "$(stat -c %%s /tmp/fill)" = %d ] && [ -e /proc/%d ] && [ ! -e /tmp/after ]`, m.bytes, m.pid)
+}
+
+// cairndRunsc runs runsc on cairnd's own containers (its state root),
+// with the global flags cairnd uses.
+func (e *env) cairndRunsc(args ...string) *exec.Cmd {
+	return exec.Command(e.floor.binary, append([]string{"--root=" + filepath.Join(e.d.dataDir, "runsc"), "--overlay2=none", "--host-uds=open", "--network=none"}, args...)...)
+}
+
+// bareCheckpoint is `runsc checkpoint --leave-running` of cairn's running
+// container m.id into dir, by hand, with extra flags.
+func (e *env) bareMemCheckpoint(m *memSandbox, dir string, extra ...string) error {
+	args := append([]string{"checkpoint", "--leave-running", "--image-path=" + dir}, extra...)
+	if out, err := e.cairndRunsc(append(args, m.id)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("runsc checkpoint: %v: %s", err, trimOut(out))
+	}
+	return nil
+}
+
+// subvolume creates an empty subvolume in the pool's quota groups.
+func (b *bareRunsc) subvolume(ctx context.Context, path string) error {
+	args := []string{"subvolume", "create"}
+	for _, g := range b.inherit {
+		args = append(args, "-i", g)
+	}
+	return btrfs(ctx, append(args, path)...)
+}
+
+// dirBytes is the size of the regular files in dir.
+func dirBytes(dir string) (int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, ent := range ents {
+		if info, err := ent.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n, nil
+}
+
+// afterMemCheckpoint waits (untimed) until cairn-init, whose connection a
+// memory checkpoint breaks, answers again, so that the next measurement
+// does not start while it dials back.
+func (e *env) afterMemCheckpoint(ctx context.Context, m *memSandbox) error {
+	if err := execTrue(ctx, e.c, m.name); err != nil {
+		return fmt.Errorf("exec true after a memory checkpoint of %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// --- 1. checkpoint ---
+
+func (e *env) benchMemCheckpoint(ctx context.Context, all []*memSandbox) error {
+	pool := e.d.poolDir()
+	maxIters := 0
+	for _, m := range all {
+		maxIters = max(maxIters, m.iters)
+	}
+	// Sizes in turns within every iteration, cairn and the floor in
+	// alternating order; round -1 is untimed (first-time costs).
+	dir := e.tmp("bare-memimg")
+	defer btrfs(context.WithoutCancel(ctx), "subvolume", "delete", dir)
+	for i := -1; i < maxIters; i++ {
+		for j := range all {
+			m := all[(i+1+j)%len(all)]
+			if i >= m.iters {
+				continue
+			}
+			cairnFirst := (i+j)%2 == 0
+			for _, cairnTurn := range []bool{cairnFirst, !cairnFirst} {
+				if cairnTurn {
+					var ph phases
+					total, paused, save, err := e.timedMemCheckpoint(ctx, m, &ph)
+					if err != nil {
+						return err
+					}
+					if i >= 0 {
+						m.ckCairn = append(m.ckCairn, total)
+						m.ckPaused = append(m.ckPaused, paused)
+						if save > 0 {
+							m.ckSave = append(m.ckSave, save)
+						}
+						m.ckPhases.merge(ph)
+					}
+					continue
+				}
+				if err := e.floor.subvolume(ctx, dir); err != nil {
+					return err
+				}
+				t0 := time.Now()
+				if err := e.bareMemCheckpoint(m, dir); err != nil {
+					return err
+				}
+				dt := time.Since(t0)
+				if i >= 0 {
+					m.ckFloor = append(m.ckFloor, dt)
+				}
+				if m.image, _ = dirBytes(dir); m.image < m.bytes {
+					return fmt.Errorf("runsc wrote an image of %s for %s of touched memory", mib(m.image), m.label)
+				}
+				if err := e.afterMemCheckpoint(ctx, m); err != nil {
+					return err
+				}
+				if err := reclaim(ctx, pool, dir); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, m := range all {
+		compare(fmt.Sprintf("memory checkpoint, %s touched (API: CreateCheckpoint memory → WaitCheckpoint)", m.label),
+			series{"runsc checkpoint --leave-running, same sandbox, into a pool subvolume (floor)", m.ckFloor},
+			series{"cairn", m.ckCairn})
+		printSeries(series{"  of it runsc checkpoint inside cairn (memory_save in cairnd's log)", m.ckSave})
+		printSeries(series{"  pause window (PausedMS in the answer)", m.ckPaused})
+		m.ckPhases.print("cairn")
+		cp50, _ := percentiles(m.ckCairn)
+		fp50, _ := percentiles(m.ckFloor)
+		fmt.Printf("  touched memory per second (p50): cairn %s, floor %s; image %s\n", rate(m.bytes, cp50), rate(m.bytes, fp50), mib(m.image))
+		goal(float64(m.bytes)/cp50.Seconds() >= goalMemRate, "≥ %.0f GB/s of touched memory (is %s)", goalMemRate/1e9, rate(m.bytes, cp50))
+		goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.0f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
+		fmt.Println()
+	}
+	return nil
+}
+
+// rate formats bytes per duration in GB/s (10⁹ bytes) and seconds per GB.
+func rate(bytes int64, d time.Duration) string {
+	if d <= 0 {
+		return "?"
+	}
+	gbs := float64(bytes) / 1e9 / d.Seconds()
+	return fmt.Sprintf("%.2f GB/s (%.2f s per GB)", gbs, 1/gbs)
+}
+
+// pct is how much a is above b, in percent.
+func pct(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return (float64(a)/float64(b) - 1) * 100
+}
+
+// timedMemCheckpoint takes and deletes one memory checkpoint of m and
+// returns how long the API took, the pause window, and runsc checkpoint's
+// share (from cairnd's log). It adds the phases.
+func (e *env) timedMemCheckpoint(ctx context.Context, m *memSandbox, ph *phases) (total, paused, save time.Duration, err error) {
+	c := e.c
+	logOff := e.d.logSize()
+	var tl timeline
+	t0 := time.Now()
+	op, err := c.CreateCheckpoint(ctx, m.name, api.CreateCheckpointRequest{Comment: "bench", Memory: true})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ck, err := c.WaitCheckpoint(ctx, op, tl.record)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	end := time.Now()
+	total, paused = end.Sub(t0), ms(ck.PausedMS)
+	if !ck.HasMemory {
+		return 0, 0, 0, fmt.Errorf("checkpoint %s of %s has no memory", ck.ID, m.name)
+	}
+	if ck.Consistency != "frozen" {
+		fmt.Printf("  note: checkpoint %s is %s-consistent\n", ck.ID, ck.Consistency)
+	}
+	if err := c.DeleteCheckpoint(ctx, m.name, ck.ID); err != nil {
+		return 0, 0, 0, err
+	}
+	// Deleting the memory image leaves its extents to btrfs' cleaner: let
+	// it finish before the next measurement, as the floor's reclaim does.
+	if err := btrfs(ctx, "subvolume", "sync", e.d.poolDir()); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := e.afterMemCheckpoint(ctx, m); err != nil {
+		return 0, 0, 0, err
+	}
+	started, ok1 := tl.at("Creating checkpoint")
+	quiescing, ok2 := tl.at("Quiescing")
+	saving, ok3 := tl.at("Saving memory")
+	created, ok4 := tl.at("Checkpoint ")
+	logged := parseMemCheckpointLog(e.d.logSince(logOff), m.name)
+	if len(logged) == 1 {
+		save = logged[0].save
+	}
+	if ok1 && ok2 && ok3 && ok4 && len(logged) == 1 {
+		q := logged[0].quiesce
+		ph.add("request→op", started.Sub(t0))
+		ph.add("lock+read row+image subvolume", quiescing.Sub(started))
+		ph.add("quiesce", q)
+		ph.add("runsc pause + disk snapshot", saving.Sub(quiescing)-q)
+		ph.add("runsc checkpoint", save)
+		ph.add("runsc resume + bookkeeping", created.Sub(saving)-save)
+		ph.add("result→client", end.Sub(created))
+	}
+	return total, paused, save, nil
+}
+
+var memLogField = regexp.MustCompile(`\b(sandbox|trigger|memory|quiesce|memory_save)=("[^"]*"|\S+)`)
+
+type memLogged struct{ quiesce, save time.Duration }
+
+// parseMemCheckpointLog returns the quiesce and memory-save durations of
+// the manual memory checkpoints of sandbox name in cairnd's log lines
+// `msg="checkpoint created" … memory=true … quiesce=3ms memory_save=550ms`.
+func parseMemCheckpointLog(log, name string) (out []memLogged) {
+	for _, line := range ckLogLine.FindAllString(log, -1) {
+		kv := map[string]string{}
+		for _, m := range memLogField.FindAllStringSubmatch(line, -1) {
+			kv[m[1]] = strings.Trim(m[2], `"`)
+		}
+		if kv["sandbox"] != name || kv["trigger"] != api.TriggerManual || kv["memory"] != "true" {
+			continue
+		}
+		q, err1 := time.ParseDuration(kv["quiesce"])
+		s, err2 := time.ParseDuration(kv["memory_save"])
+		if err1 == nil && err2 == nil {
+			out = append(out, memLogged{q, s})
+		}
+	}
+	return out
+}
+
+// --- 2. restore ---
+
+func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch string) error {
+	c := e.c
+	maxIters := 0
+	for _, m := range all {
+		op, err := c.CreateCheckpoint(ctx, m.name, api.CreateCheckpointRequest{Comment: "restore target", Memory: true})
+		if err != nil {
+			return err
+		}
+		if m.ck, err = c.WaitCheckpoint(ctx, op, nil); err != nil {
+			return err
+		}
+		if err := e.afterMemCheckpoint(ctx, m); err != nil {
+			return err
+		}
+		maxIters = max(maxIters, m.iters)
+	}
+	const copyID = "bare-memrs"
+	for i := 0; i < maxIters; i++ {
+		for j := range all {
+			m := all[(i+j)%len(all)]
+			if i >= m.iters {
+				continue
+			}
+			cairnFirst := (i+j)%2 == 0
+			for _, cairnTurn := range []bool{cairnFirst, !cairnFirst} {
+				if cairnTurn {
+					dt, err := e.timedMemRestore(ctx, m, i == 0)
+					if err != nil {
+						return err
+					}
+					m.rsCairn = append(m.rsCairn, dt)
+					continue
+				}
+				dt, _, err := e.restoreCopy(ctx, m, e.checkpointDisk(m.ck), e.memoryImage(m.ck), copyID, scratch, &m.rsFloorPh)
+				if err == nil && i == 0 {
+					// The copy resumed the checkpoint's processes and memory.
+					if out, xerr := e.floor.runsc("exec", copyID, "/bin/sh", "-c", m.memVerify()).CombinedOutput(); xerr != nil {
+						err = fmt.Errorf("copy by hand of %s does not hold the checkpoint's state: %v: %s", m.name, xerr, trimOut(out))
+					}
+				}
+				e.floor.cleanup(copyID, e.tmp(copyID))
+				if err != nil {
+					return err
+				}
+				m.rsFloor = append(m.rsFloor, dt)
+			}
+		}
+	}
+	for _, m := range all {
+		compare(fmt.Sprintf("restore in place of a memory checkpoint, %s touched, warm (RestoreCheckpoint NoSafetyCheckpoint → `exec true` succeeds)", m.label),
+			series{"btrfs snapshot + bundle + runsc restore --detach of a copy, until running (floor)", m.rsFloor},
+			series{"cairn", m.rsCairn})
+		m.rsPhases.print("cairn")
+		m.rsFloorPh.print("floor")
+		if m.verifiedMsg != "" {
+			fmt.Printf("  %s\n", m.verifiedMsg)
+		}
+		cp50, _ := percentiles(m.rsCairn)
+		fp50, _ := percentiles(m.rsFloor)
+		fmt.Printf("  touched memory per second (p50): cairn %s, floor %s\n", rate(m.bytes, cp50), rate(m.bytes, fp50))
+		if m.bytes == 512<<20 {
+			goal(cp50 <= goalRestore512, "restore of 512 MiB ≤ %s warm (is %s)", goalRestore512, round(cp50))
+		}
+		goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.0f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
+		fmt.Println()
+	}
+	return nil
+}
+
+func (e *env) checkpointDisk(ck api.Checkpoint) string {
+	return filepath.Join(e.d.poolDir(), "checkpoints", ck.GlobalID)
+}
+
+func (e *env) memoryImage(ck api.Checkpoint) string {
+	return filepath.Join(e.d.poolDir(), "memory", ck.GlobalID)
+}
+
+// timedMemRestore restores m's memory checkpoint in place and times it
+// until `exec true` answers; verify checks the restored state once.
+func (e *env) timedMemRestore(ctx context.Context, m *memSandbox, verify bool) (time.Duration, error) {
+	c := e.c
+	// Something to undo: a file in /tmp, i.e. in memory.
+	if _, err := execSh(ctx, c, m.name, "touch /tmp/after"); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	op, err := c.RestoreCheckpoint(ctx, m.name, m.ck.ID, api.RestoreRequest{NoSafetyCheckpoint: true})
+	if err != nil {
+		return 0, err
+	}
+	if err := execTrue(ctx, c, m.name); err != nil {
+		return 0, fmt.Errorf("exec true after restore: %w", err)
+	}
+	end := time.Now()
+	var tl timeline
+	if _, err := c.Follow(ctx, op, tl.record); err != nil {
+		return 0, err
+	}
+	if _, ok := tl.at("Resuming the processes"); !ok {
+		return 0, fmt.Errorf("restore of %s %s did not resume processes (booted instead?)", m.name, m.ck.ID)
+	}
+	if verify {
+		if _, err := execSh(ctx, c, m.name, m.memVerify()); err != nil {
+			return 0, fmt.Errorf("after restore, %s does not hold the checkpoint's state: %w", m.name, err)
+		}
+		m.verifiedMsg = fmt.Sprintf("verified once: the fill, the same pid %d, and a file made after the checkpoint gone, in cairn's restore and in the copy by hand", m.pid)
+	}
+	stopping, ok1 := tl.at("Stopping sandbox")
+	swapping, ok2 := tl.at("Swapping in")
+	resuming, ok3 := tl.at("Resuming the processes")
+	restored, ok4 := tl.at("Sandbox ")
+	if len(tl) > 0 && ok1 && ok2 && ok3 && ok4 {
+		m.rsPhases.add("request→op", tl[0].Time.Sub(t0))
+		m.rsPhases.add("kill", swapping.Sub(stopping))
+		m.rsPhases.add("swap root", resuming.Sub(swapping))
+		m.rsPhases.add("runsc restore + agent + row", restored.Sub(resuming))
+		m.rsPhases.add("→exec true done", end.Sub(restored))
+	}
+	return end.Sub(t0), nil
+}
+
+// restoreCopy resumes a copy of a memory checkpoint by hand as container
+// id: a writable snapshot of disk in the pool's work area, a bundle that
+// is m's config.json with that root and the /.cairn mounts on scratch, and
+// `runsc restore --detach` of image, until runsc says it runs. It returns
+// the whole time and runsc restore's. The caller removes the copy
+// (e.floor.cleanup(id, e.tmp(id))).
+func (e *env) restoreCopy(ctx context.Context, m *memSandbox, disk, image, id, scratch string, ph *phases) (total, restore time.Duration, err error) {
+	root := e.tmp(id)
+	t0 := time.Now()
+	if err := e.floor.snapshot(ctx, disk, root, false); err != nil {
+		return 0, 0, err
+	}
+	bundle := filepath.Join(e.floor.dir, id)
+	if err := m.writeCopyBundle(bundle, root, scratch); err != nil {
+		return 0, 0, err
+	}
+	t1 := time.Now()
+	if err := e.floor.restoreDetached(id, bundle, image); err != nil {
+		return 0, 0, err
+	}
+	t2 := time.Now()
+	if err := e.floor.waitRunning(ctx, id); err != nil {
+		return 0, 0, err
+	}
+	t3 := time.Now()
+	if ph != nil {
+		ph.add("snapshot + bundle", t1.Sub(t0))
+		ph.add("runsc restore --detach", t2.Sub(t1))
+		ph.add("runsc state: running", t3.Sub(t2))
+	}
+	return t3.Sub(t0), t2.Sub(t1), nil
+}
+
+// writeCopyBundle writes m's config.json into dir with root as the root
+// and /.cairn and /.cairn/checkpoints on scratch (/.cairn/bin stays:
+// cairn-init, mapped by the resumed process, must be the same file).
+func (m *memSandbox) writeCopyBundle(dir, root, scratch string) error {
+	var spec map[string]any
+	if err := json.Unmarshal(m.template, &spec); err != nil {
+		return fmt.Errorf("config.json of %s: %w", m.name, err)
+	}
+	r, ok := spec["root"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("config.json of %s has no root", m.name)
+	}
+	r["path"] = root
+	mounts, _ := spec["mounts"].([]any)
+	for _, mt := range mounts {
+		mm, _ := mt.(map[string]any)
+		switch mm["destination"] {
+		case "/.cairn":
+			mm["source"] = filepath.Join(scratch, "dotcairn")
+		case "/.cairn/checkpoints":
+			mm["source"] = filepath.Join(scratch, "checkpoints")
+		}
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+// restoreDetached is `runsc restore --detach` of the bundle from image: it
+// returns once the container runs.
+func (b *bareRunsc) restoreDetached(id, bundle, image string) error {
+	// The container's init inherits restore's stdio: a file, not a pipe.
+	logf, err := os.OpenFile(filepath.Join(b.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := b.runsc("restore", "--detach", "--image-path="+image, "--bundle="+bundle, id)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		return fmt.Errorf("runsc restore --detach: %v: %s", err, lastLines(out, 5))
+	}
+	return nil
+}
+
+// waitRunning polls `runsc state` until container id runs.
+func (b *bareRunsc) waitRunning(ctx context.Context, id string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := b.runsc("state", id).Output()
+		if err != nil {
+			return fmt.Errorf("runsc state %s: %w", id, err)
+		}
+		var st struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			return fmt.Errorf("runsc state %s: %w", id, err)
+		}
+		if st.Status == "running" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container %s is %s, not running, after a minute", id, st.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// memSummary prints one line per size for RESULTS.md.
+func memSummary(all []*memSandbox) {
+	fmt.Println("summary (p50): size · checkpoint cairn / floor · GB/s cairn / floor · restore cairn / floor")
+	for _, m := range all {
+		cc, _ := percentiles(m.ckCairn)
+		cf, _ := percentiles(m.ckFloor)
+		rc, _ := percentiles(m.rsCairn)
+		rf, _ := percentiles(m.rsFloor)
+		fmt.Printf("  %-8s %s / %s · %.2f / %.2f · %s / %s\n", m.label, round(cc), round(cf),
+			float64(m.bytes)/1e9/cc.Seconds(), float64(m.bytes)/1e9/cf.Seconds(), round(rc), round(rf))
+	}
+	fmt.Println()
+}
+
+// --- 3. fork of 10 ---
+
+func (e *env) benchMemFork(ctx context.Context, m *memSandbox, scratch string) error {
+	c := e.c
+	var ph, phFloor phases
+	fork := func(it int) (time.Duration, error) {
+		t0 := time.Now()
+		op, err := c.Fork(ctx, m.name, api.ForkRequest{FromCheckpoint: m.ck.ID, Count: forkCount, NamePrefix: fmt.Sprintf("mf%d", it)})
+		if err != nil {
+			return 0, err
+		}
+		var tl timeline
+		kids, err := c.WaitSandboxes(ctx, op, tl.record)
+		if err != nil {
+			return 0, err
+		}
+		opDone := time.Now()
+		if len(kids) != forkCount {
+			return 0, fmt.Errorf("fork made %d sandboxes, want %d", len(kids), forkCount)
+		}
+		err = forEach(kids, func(sb api.Sandbox) error { return execTrue(ctx, c, sb.Name) })
+		end := time.Now()
+		forkPhases(&ph, tl, t0, opDone, end)
+		if err == nil && it == 0 {
+			if _, xerr := execSh(ctx, c, kids[0].Name, m.memVerify()); xerr != nil {
+				err = fmt.Errorf("fork child %s does not hold the checkpoint's state: %w", kids[0].Name, xerr)
+			}
+		}
+		derr := forEach(kids, func(sb api.Sandbox) error { return deleteSandbox(ctx, c, sb.Name) })
+		if err == nil {
+			err = derr
+		}
+		if err == nil {
+			// Deleted children keep their final checkpoints (tiny disk
+			// snapshots); their memory is freed with them.
+			err = btrfs(ctx, "subvolume", "sync", e.d.poolDir())
+		}
+		return end.Sub(t0), err
+	}
+	bareFork := func() (time.Duration, error) {
+		ids := make([]string, forkCount)
+		for j := range ids {
+			ids[j] = fmt.Sprintf("bare-memfk%d", j)
+		}
+		defer func() {
+			for _, id := range ids {
+				e.floor.cleanup(id, e.tmp(id))
+			}
+			btrfs(context.WithoutCancel(ctx), "subvolume", "sync", e.d.poolDir())
+		}()
+		t0 := time.Now()
+		for _, id := range ids {
+			if _, _, err := e.restoreCopy(ctx, m, e.checkpointDisk(m.ck), e.memoryImage(m.ck), id, scratch, &phFloor); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t0), nil
+	}
+	iters := min(e.n, memForkIters)
+	var cairn, floor []time.Duration
+	for it := 0; it < iters; it++ {
+		cairnFirst := it%2 == 0
+		for _, cairnTurn := range []bool{cairnFirst, !cairnFirst} {
+			var dt time.Duration
+			var err error
+			if cairnTurn {
+				dt, err = fork(it)
+				cairn = append(cairn, dt)
+			} else {
+				dt, err = bareFork()
+				floor = append(floor, dt)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	compare(fmt.Sprintf("fork of %d from a memory checkpoint, %s touched (Fork FromCheckpoint → all %d children answer `exec true`)", forkCount, m.label, forkCount),
+		series{fmt.Sprintf("%d × (btrfs snapshot + bundle + runsc restore --detach), sequential (floor)", forkCount), floor},
+		series{"cairn", cairn})
+	ph.print("cairn")
+	phFloor.print("floor, per copy")
+	cp50, _ := percentiles(cairn)
+	fp50, _ := percentiles(floor)
+	goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.0f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
+	fmt.Println()
+	return nil
+}
+
+// --- 4. compression ---
+
+// benchMemCompression measures, by hand with runsc, checkpoint and restore
+// of 512 MiB uncompressed (what cairn does) and with
+// --compression=flate-best-speed, for an incompressible fill (m) and a
+// compressible one.
+func (e *env) benchMemCompression(ctx context.Context, m *memSandbox, scratch string) error {
+	text := &memSandbox{label: m.label + " (compressible)", bytes: memCompressSize, name: "memtext"}
+	if err := e.memFill(ctx, text, "text"); err != nil {
+		return err
+	}
+	fmt.Println()
+	iters := min(e.n, compressIters)
+	for _, s := range []*memSandbox{m, text} {
+		kind := "incompressible (/dev/urandom)"
+		if s == text {
+			kind = "compressible (copies of /bin/busybox, ≈ 1.9× by gzip -1)"
+		}
+		type fig struct {
+			ck, rs, sum []time.Duration
+			image       int64
+		}
+		figs := map[string]*fig{"none": {}, flateBestSpeed: {}}
+		for it := 0; it < iters; it++ {
+			order := []string{"none", flateBestSpeed}
+			if it%2 == 1 {
+				order = []string{flateBestSpeed, "none"}
+			}
+			for _, comp := range order {
+				f := figs[comp]
+				ck, rs, image, err := e.compressionRound(ctx, s, comp, scratch)
+				if err != nil {
+					return fmt.Errorf("%s, compression %s: %w", s.name, comp, err)
+				}
+				f.ck, f.rs, f.sum, f.image = append(f.ck, ck), append(f.rs, rs), append(f.sum, ck+rs), image
+			}
+		}
+		fmt.Printf("runsc checkpoint + restore by hand, %s touched, %s\n", m.label, kind)
+		for _, comp := range []string{"none", flateBestSpeed} {
+			f := figs[comp]
+			printSeries(series{fmt.Sprintf("--compression=%s: runsc checkpoint --leave-running", comp), f.ck})
+			printSeries(series{fmt.Sprintf("--compression=%s: runsc restore --detach", comp), f.rs})
+			printSeries(series{fmt.Sprintf("--compression=%s: both (image %s)", comp, mib(f.image)), f.sum})
+		}
+		n50, _ := percentiles(figs["none"].sum)
+		z50, _ := percentiles(figs[flateBestSpeed].sum)
+		fmt.Printf("  checkpoint+restore, flate-best-speed / none (p50): %.2f× (%+.0f%%); image %.2f× the size\n\n",
+			float64(z50)/float64(n50), pct(z50, n50), float64(figs[flateBestSpeed].image)/float64(figs["none"].image))
+	}
+	return e.memDelete(ctx, text)
+}
+
+// compressionRound checkpoints sandbox s by hand with compression comp
+// into a pool subvolume, restores a copy from that image (disk: a snapshot
+// of the live root, which the fill in memory leaves unchanged) and
+// removes both. It returns runsc checkpoint's time, runsc restore's and
+// the image size.
+func (e *env) compressionRound(ctx context.Context, s *memSandbox, comp, scratch string) (ck, rs time.Duration, image int64, err error) {
+	const id = "bare-memcz"
+	dir := e.tmp("bare-czimg")
+	if err := e.floor.subvolume(ctx, dir); err != nil {
+		return 0, 0, 0, err
+	}
+	defer func() {
+		e.floor.cleanup(id, e.tmp(id))
+		if rerr := reclaim(context.WithoutCancel(ctx), e.d.poolDir(), dir); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	t0 := time.Now()
+	if err := e.bareMemCheckpoint(s, dir, "--compression="+comp); err != nil {
+		return 0, 0, 0, err
+	}
+	ck = time.Since(t0)
+	if image, err = dirBytes(dir); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := e.afterMemCheckpoint(ctx, s); err != nil {
+		return 0, 0, 0, err
+	}
+	_, rs, err = e.restoreCopy(ctx, s, filepath.Join(e.d.poolDir(), "sandboxes", s.id), dir, id, scratch, nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if out, xerr := e.floor.runsc("exec", id, "/bin/sh", "-c", fmt.Sprintf(`[ "$(stat -c %%s /tmp/fill)" = %d ]`, s.bytes)).CombinedOutput(); xerr != nil {
+		return 0, 0, 0, fmt.Errorf("copy restored from a %s image lacks the fill: %v: %s", comp, xerr, trimOut(out))
+	}
+	return ck, rs, image, nil
+}
