@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -275,13 +276,23 @@ func (m *Manager) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
 		Offsite: "pending",
 	}
-	for _, path := range []string{m.cfg.Pool.CheckpointPath(ck.ID), m.cfg.Pool.MemoryPath(ck.ID)} {
+	for _, path := range m.ckPaths(ck) {
 		if u, ok := usage[m.cfg.Pool.Rel(path)]; ok {
 			out.SizeExclusive += u.Exclusive
 			out.SizeTotal += u.Referenced
 		}
 	}
 	return out
+}
+
+// ckPaths are the subvolumes that may hold checkpoint ck's data: its disk
+// (in one of two places) and its memory image.
+func (m *Manager) ckPaths(ck metadata.Checkpoint) []string {
+	return []string{
+		m.cfg.Pool.CheckpointPath(ck.ID),
+		filepath.Join(m.browseDir(ck.SandboxID), ck.Seq),
+		m.cfg.Pool.MemoryPath(ck.ID),
+	}
 }
 
 // Checkpoints lists the checkpoints of the sandbox called name, oldest
@@ -352,22 +363,23 @@ func (m *Manager) deleteCheckpoint(ctx context.Context, acct metadata.Account, c
 				"checkpoint %s is the current checkpoint of sandbox %s (its disk was restored or forked from it) and cannot be deleted", ck.Seq, u.Name)
 		}
 	}
+	disk := m.ckPath(ck)
 	// The row goes first: a crash after it leaves only an orphan snapshot,
 	// which the next start sweeps.
 	if err := m.cfg.Store.DeleteCheckpoint(ctx, ck.ID); err != nil {
 		return err
-	}
-	// Its browsable copy shares its data: it goes first.
-	if sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID); err == nil {
-		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
 	}
 	if ck.HasMemory {
 		if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.MemoryPath(ck.ID)); err != nil {
 			return err
 		}
 	}
-	if err := m.cfg.Pool.Reclaim(ctx, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
+	if err := m.cfg.Pool.Reclaim(ctx, disk); err != nil {
 		return err
+	}
+	// The next newest checkpoint (if any) becomes browsable.
+	if sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID); err == nil {
+		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
 	}
 	slog.Info("checkpoint deleted", "sandbox", ck.SandboxName, "id", ck.Seq, "global_id", ck.ID)
 	return nil
@@ -387,15 +399,18 @@ func (m *Manager) Diff(ctx context.Context, account, name, from, to string) ([]a
 	if err != nil {
 		return nil, err
 	}
+	lock := m.diskLock(sb.ID)
+	lock.Lock()
+	defer lock.Unlock()
 	toPath := m.cfg.Pool.SandboxPath(sb.ID)
 	if to != "" {
 		b, err := m.findCheckpoint(ctx, sb, to)
 		if err != nil {
 			return nil, err
 		}
-		toPath = m.cfg.Pool.CheckpointPath(b.ID)
+		toPath = m.ckPath(b)
 	}
-	changes, err := checkpoint.Diff(ctx, m.cfg.Pool.CheckpointPath(a.ID), toPath)
+	changes, err := checkpoint.Diff(ctx, m.ckPath(a), toPath)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
 	}
@@ -418,8 +433,9 @@ func (m *Manager) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.Disk
 	}
 	du := &api.DiskUsage{Sandbox: usage[m.cfg.Pool.Rel(m.cfg.Pool.SandboxPath(sb.ID))].Exclusive, CheckpointCount: len(cks)}
 	for _, ck := range cks {
-		du.Checkpoints += usage[m.cfg.Pool.Rel(m.cfg.Pool.CheckpointPath(ck.ID))].Exclusive
-		du.Checkpoints += usage[m.cfg.Pool.Rel(m.cfg.Pool.MemoryPath(ck.ID))].Exclusive
+		for _, path := range m.ckPaths(ck) {
+			du.Checkpoints += usage[m.cfg.Pool.Rel(path)].Exclusive
+		}
 	}
 	return du, nil
 }

@@ -96,6 +96,11 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if err != nil {
 			return nil, err
 		}
+		// The checkpoint's disk stays where it is while children are made.
+		lock := m.diskLock(parent.ID)
+		lock.Lock()
+		defer lock.Unlock()
+		source := m.ckPath(from)
 		children := make([]metadata.Sandbox, len(names))
 		errs := make([]error, len(names))
 		sem := make(chan struct{}, forkParallelism)
@@ -105,7 +110,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				errs[i] = m.create(ctx, op, children[i], m.cfg.Pool.CheckpointPath(from.ID), mem)
+				errs[i] = m.create(ctx, op, children[i], source, mem)
 			})
 		}
 		wg.Wait()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 // llmText is /.cairn/llm.txt: the reference for agents working inside.
@@ -79,8 +80,34 @@ func (m *Manager) browseDir(id string) string {
 	return filepath.Join(m.cfg.Pool.Root(), "browse", id)
 }
 
-// refreshBrowse makes /.cairn/checkpoints hold read-only snapshots of
-// exactly the sandbox's five newest checkpoints, named by their ids. A
+// A checkpoint's disk lives in exactly one subvolume, so that btrfs'
+// accounting of what it alone holds stays exact: in its sandbox's browse
+// directory (bound read-only at /.cairn/checkpoints) while it is one of the
+// sandbox's five newest, in checkpoints/<global id> otherwise. A
+// read-only subvolume cannot be renamed into another directory, so moving
+// one is a snapshot (constant time) and a delete. Everything that reads a
+// checkpoint's disk holds its sandbox's disk lock, under which moves happen.
+
+// ckPath is where checkpoint ck's disk is now. The caller holds the disk
+// lock of ck's sandbox.
+func (m *Manager) ckPath(ck metadata.Checkpoint) string {
+	browse := filepath.Join(m.browseDir(ck.SandboxID), ck.Seq)
+	if ok, _ := volume.IsSubvolume(browse); ok {
+		return browse
+	}
+	return m.cfg.Pool.CheckpointPath(ck.ID)
+}
+
+// moveCheckpoint moves a checkpoint's disk subvolume from src to dst.
+func (m *Manager) moveCheckpoint(ctx context.Context, src, dst string) error {
+	if err := m.cfg.Pool.Snapshot(ctx, src, dst, true); err != nil {
+		return err
+	}
+	return m.cfg.Pool.Delete(ctx, src)
+}
+
+// refreshBrowse makes /.cairn/checkpoints hold exactly the sandbox's five
+// newest checkpoints, named by their ids, moving checkpoints in and out. A
 // running gVisor sandbox sees subvolumes appear and vanish there (it would
 // not see new mounts). The caller holds the sandbox's disk lock.
 func (m *Manager) refreshBrowse(ctx context.Context, sb metadata.Sandbox) error {
@@ -93,29 +120,47 @@ func (m *Manager) refreshBrowse(ctx context.Context, sb metadata.Sandbox) error 
 		return err
 	}
 	sort.SliceStable(cks, func(i, j int) bool { return cks[i].CreatedAt.After(cks[j].CreatedAt) })
-	want := map[string]string{} // entry name → checkpoint global id
+	bySeq := map[string]metadata.Checkpoint{}
+	for _, ck := range cks {
+		bySeq[ck.Seq] = ck
+	}
+	want := map[string]bool{}
 	for i := 0; i < len(cks) && i < browseCount; i++ {
-		want[cks[i].Seq] = cks[i].ID
+		want[cks[i].Seq] = true
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	have := map[string]bool{}
 	for _, e := range entries {
-		if _, ok := want[e.Name()]; ok {
-			have[e.Name()] = true
+		if want[e.Name()] {
 			continue
 		}
-		if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+		path := filepath.Join(dir, e.Name())
+		if ck, ok := bySeq[e.Name()]; ok { // out of the five newest: move out
+			if err := m.moveCheckpoint(ctx, path, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := m.cfg.Pool.Delete(ctx, path); err != nil { // no checkpoint any more
 			return err
 		}
 	}
-	for seq, id := range want {
-		if have[seq] {
+	for seq := range want {
+		src := m.cfg.Pool.CheckpointPath(bySeq[seq].ID)
+		if ok, _ := volume.IsSubvolume(src); !ok {
+			continue // already in place
+		}
+		dst := filepath.Join(dir, seq)
+		if ok, _ := volume.IsSubvolume(dst); ok {
+			// A move a crash interrupted: both copies are whole.
+			if err := m.cfg.Pool.Delete(ctx, src); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := m.cfg.Pool.Snapshot(ctx, m.cfg.Pool.CheckpointPath(id), filepath.Join(dir, seq), true); err != nil {
+		if err := m.moveCheckpoint(ctx, src, dst); err != nil {
 			return err
 		}
 	}
@@ -138,7 +183,9 @@ func (m *Manager) refreshBrowseSoon(sb metadata.Sandbox) {
 	}()
 }
 
-// removeBrowse deletes a sandbox's browse directory and its snapshots.
+// removeBrowse moves every checkpoint out of a sandbox's browse directory
+// (checkpoints outlive their sandbox), deletes what no checkpoint owns and
+// the directory itself. The caller holds the sandbox's disk lock.
 func (m *Manager) removeBrowse(ctx context.Context, id string) error {
 	dir := m.browseDir(id)
 	entries, err := os.ReadDir(dir)
@@ -148,7 +195,14 @@ func (m *Manager) removeBrowse(ctx context.Context, id string) error {
 		return err
 	}
 	for _, e := range entries {
-		if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+		path := filepath.Join(dir, e.Name())
+		if ck, err := m.cfg.Store.CheckpointBySeq(ctx, id, e.Name()); err == nil {
+			if err := m.moveCheckpoint(ctx, path, m.cfg.Pool.CheckpointPath(ck.ID)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := m.cfg.Pool.Delete(ctx, path); err != nil {
 			return err
 		}
 	}

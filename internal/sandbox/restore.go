@@ -103,7 +103,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	if err := m.cfg.Pool.Delete(ctx, staging); err != nil {
 		return err
 	}
-	if err := m.cfg.Pool.Snapshot(ctx, m.cfg.Pool.CheckpointPath(ck.ID), staging, false); err != nil {
+	if err := m.cfg.Pool.Snapshot(ctx, m.ckPath(ck), staging, false); err != nil {
 		return err
 	}
 	// One atomic exchange: a crash leaves either the old root or the new
@@ -180,7 +180,11 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
 		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
-		if err := m.create(ctx, op, sb, m.cfg.Pool.CheckpointPath(ck.ID), mem); err != nil {
+		lock := m.diskLock(ck.SandboxID)
+		lock.Lock()
+		err := m.create(ctx, op, sb, m.ckPath(ck), mem)
+		lock.Unlock()
+		if err != nil {
 			return nil, err
 		}
 		return m.Get(ctx, acct.Name, newName)

@@ -11,7 +11,7 @@
 //	images/<name>          read-only subvolume per image
 //	sandboxes/<id>         writable snapshot of an image: the sandbox's root
 //	checkpoints/<id>       read-only snapshot of a sandbox's root, one per checkpoint
+//	browse/<sandbox>/<id>  the same, for a sandbox's five newest (moved, not copied)
 //	memory/<id>            runsc memory image of a memory checkpoint (subvolume)
-//	browse/<sandbox>/<id>  read-only snapshots of a sandbox's five newest checkpoints
 //	tmp/                   work area; subvolumes being built, swept at open
 package volume

@@ -35,6 +35,17 @@ func (d *daemon) rootOf(name string) string {
 	return filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID)
 }
 
+// ckDir is where a checkpoint's tree is on the host: in its sandbox's
+// browse directory while it is one of the five newest, else under
+// checkpoints/.
+func (d *daemon) ckDir(sandbox string, ck api.Checkpoint) string {
+	browse := filepath.Join(filepath.Dir(filepath.Dir(d.rootOf(sandbox))), "browse", filepath.Base(d.rootOf(sandbox)), ck.ID)
+	if _, err := os.Stat(browse); err == nil {
+		return browse
+	}
+	return filepath.Join(d.dataDir, "pool", "checkpoints", ck.GlobalID)
+}
+
 // checkpoint takes a checkpoint with the CLI and returns its id.
 func (d *daemon) checkpoint(name string, flags ...string) api.Checkpoint {
 	d.t.Helper()
@@ -205,7 +216,7 @@ func TestCheckpointsOfARunningSQLiteDatabaseAreConsistent(t *testing.T) {
 	rows := -1
 	for _, ck := range ids {
 		dir := t.TempDir()
-		src := filepath.Join(d.dataDir, "pool", "checkpoints", ck.GlobalID, "root")
+		src := filepath.Join(d.ckDir("db", ck), "root")
 		for _, f := range []string{"app.db", "app.db-journal", "app.db-wal"} {
 			if b, err := os.ReadFile(filepath.Join(src, f)); err == nil {
 				os.WriteFile(filepath.Join(dir, f), b, 0o644)
