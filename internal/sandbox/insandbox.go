@@ -103,7 +103,9 @@ func (m *Manager) moveCheckpoint(ctx context.Context, src, dst string) error {
 	if err := m.cfg.Pool.Snapshot(ctx, src, dst, true); err != nil {
 		return err
 	}
-	return m.cfg.Pool.Delete(ctx, src)
+	// Until btrfs has cleaned src, dst shares all its data with it and
+	// would look free: wait for it.
+	return m.cfg.Pool.Reclaim(ctx, src)
 }
 
 // refreshBrowse makes /.cairn/checkpoints hold exactly the sandbox's five
