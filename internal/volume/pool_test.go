@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -129,5 +130,45 @@ func TestChangeMarkerMovesOnWritesOnly(t *testing.T) {
 	os.WriteFile(filepath.Join(sub, "g"), []byte("2"), 0o644)
 	if m3, _ := ChangeMarker(sub); m3 == m1 {
 		t.Fatal("marker did not move after a write")
+	}
+}
+
+func TestSnapshotsKeepQuotaConsistentAndExact(t *testing.T) {
+	ctx := context.Background()
+	p, _ := loopPool(t)
+	img := p.TempPath("img")
+	if err := p.Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Snapshot(ctx, img, p.ImagePath("i"), true); err != nil {
+		t.Fatal(err)
+	}
+	root := p.SandboxPath("r")
+	if err := p.Snapshot(ctx, p.ImagePath("i"), root, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "data"), make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck := p.CheckpointPath("c")
+	if err := p.Snapshot(ctx, root, ck, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "data")); err != nil {
+		t.Fatal(err)
+	}
+	usage, err := p.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := usage["checkpoints/c"]; u.Exclusive < 8<<20 {
+		t.Fatalf("the checkpoint alone holds %d bytes, want 8 MiB", u.Exclusive)
+	}
+	out, _ := exec.Command("btrfs", "qgroup", "show", p.Root()).CombinedOutput()
+	if strings.Contains(string(out), "inconsistent") {
+		t.Fatalf("snapshots left quota data inconsistent:\n%s", out)
+	}
+	if used, err := p.ContentUsage(ctx); err != nil || used < 8<<20 {
+		t.Fatalf("content usage %d, %v", used, err)
 	}
 }

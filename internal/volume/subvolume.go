@@ -37,15 +37,10 @@ func (p *Pool) Create(ctx context.Context, path string) error {
 // Snapshot makes dst a snapshot of the subvolume src: constant time, shares
 // every extent. readOnly makes dst immutable.
 func (p *Pool) Snapshot(ctx context.Context, src, dst string, readOnly bool) error {
-	args := []string{"subvolume", "snapshot", "-i", poolGroup}
-	if readOnly {
-		args = append(args, "-r")
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	args = append(args, src, dst)
-	if err := run(ctx, "btrfs", args...); err != nil {
-		return fmt.Errorf("snapshot %s: %w", src, err)
-	}
-	return nil
+	return snapshotIoctl(src, dst, readOnly)
 }
 
 // Delete removes the subvolume or plain directory at path. A path that does
