@@ -180,12 +180,66 @@ func btrfs(ctx context.Context, args ...string) error {
 
 // reclaim deletes a subvolume the way cairn deletes a checkpoint: commit,
 // then wait until btrfs' cleaner has dropped it, so the next measurement
-// does not run beside the cleanup of this one.
+// does not run beside the cleanup of this one. It waits for this
+// subvolume only, not for every deleted one of the pool (a checkpoint
+// deleted while browsed may be held open by gVisor).
 func reclaim(ctx context.Context, pool, path string) error {
+	id, err := subvolumeID(ctx, path)
+	if err != nil {
+		return err
+	}
 	if err := btrfs(ctx, "subvolume", "delete", "--commit-after", path); err != nil {
 		return err
 	}
-	return btrfs(ctx, "subvolume", "sync", pool)
+	return waitCleaned(ctx, pool, id)
+}
+
+// waitCleaned waits until btrfs' cleaner has dropped the deleted
+// subvolume id. The cleaner may otherwise sleep until the next periodic
+// commit (30 s): every `btrfs filesystem sync` (BTRFS_IOC_SYNC) commits
+// and wakes it. (`btrfs subvolume sync` only polls, once a second.)
+func waitCleaned(ctx context.Context, pool, id string) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, err := exec.CommandContext(ctx, "btrfs", "subvolume", "list", "-d", pool).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("btrfs subvolume list -d %s: %v: %s", pool, err, trimOut(out))
+		}
+		pending := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "ID" && f[1] == id {
+				pending = true
+			}
+		}
+		if !pending {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("deleted subvolume %s of %s still not cleaned after 3 minutes", id, pool)
+		}
+		if err := btrfs(ctx, "filesystem", "sync", pool); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// subvolumeID is btrfs' id of the subvolume at path.
+func subvolumeID(ctx context.Context, path string) (string, error) {
+	out, err := exec.CommandContext(ctx, "btrfs", "subvolume", "show", path).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("btrfs subvolume show %s: %v: %s", path, err, trimOut(out))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Subvolume ID:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("btrfs subvolume show %s: no subvolume id in %q", path, out)
 }
 
 func lastLines(b []byte, n int) string {

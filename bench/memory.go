@@ -17,7 +17,7 @@ import (
 
 // Goals of the memory-checkpoint group, printed next to the figures.
 const (
-	goalMemRate     = 2e9  // bytes of touched memory per second of checkpoint (E2B: ~4 s per GB)
+	goalMemRate     = 2e9  // bytes of touched memory per second of checkpoint, 2 GB/s (E2B: ~4 s per GB)
 	goalMemRatio    = 1.10 // cairn p50 / bare runsc p50, checkpoint, restore and fork
 	goalRestore512  = 500 * time.Millisecond
 	memIterations   = 5 // at most, per size; -n lowers it
@@ -42,7 +42,7 @@ var memSizes = []struct {
 }
 
 // memSandbox is a busybox sandbox whose /tmp (gVisor's tmpfs: sandbox
-// memory) holds bytes of incompressible data, kept by a sleeping process.
+// memory) holds bytes of data (see memFill), kept by a sleeping process.
 type memSandbox struct {
 	label    string
 	bytes    int64
@@ -59,6 +59,7 @@ type memSandbox struct {
 	ckPhases    phases
 	image       int64 // bytes of the floor's image
 	rsCairn     []time.Duration
+	rsNoKill    []time.Duration // rsCairn less the kill of the running sandbox
 	rsFloor     []time.Duration
 	rsPhases    phases
 	rsFloorPh   phases
@@ -85,12 +86,15 @@ func benchMemory(ctx context.Context, e *env) error {
 		all[k] = m
 	}
 	fmt.Println()
+	t := time.Now()
 	if err := e.benchMemCheckpoint(ctx, all); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	t = took("checkpoint", t)
 	if err := e.benchMemRestore(ctx, all, scratch); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	t = took("restore", t)
 	memSummary(all)
 	// The fork and the compression run on the 512 MiB sandbox alone: the
 	// others go first, so that ten copies fit in memory comfortably.
@@ -103,10 +107,19 @@ func benchMemory(ctx context.Context, e *env) error {
 	if err := e.benchMemFork(ctx, mid, scratch); err != nil {
 		return fmt.Errorf("fork: %w", err)
 	}
+	t = took("fork", t)
 	if err := e.benchMemCompression(ctx, mid, scratch); err != nil {
 		return fmt.Errorf("compression: %w", err)
 	}
+	took("compression", t)
 	return e.memDelete(ctx, mid)
+}
+
+// took prints how long a part of the group took, set-up and clean-up
+// included, and returns the time now.
+func took(what string, since time.Time) time.Time {
+	fmt.Printf("(%s part took %s)\n\n", what, time.Since(since).Round(time.Second))
+	return time.Now()
 }
 
 // memDelete deletes the sandbox and then its memory checkpoint, which a
@@ -115,12 +128,17 @@ func (e *env) memDelete(ctx context.Context, m *memSandbox) error {
 	if err := deleteSandbox(ctx, e.c, m.name); err != nil {
 		return err
 	}
-	if m.ck.GlobalID != "" {
-		if _, err := e.c.DeleteSnapshot(ctx, m.ck.GlobalID); err != nil {
-			return fmt.Errorf("delete memory checkpoint %s of %s: %w", m.ck.GlobalID, m.name, err)
-		}
+	if m.ck.GlobalID == "" {
+		return nil
 	}
-	return btrfs(ctx, "subvolume", "sync", e.d.poolDir())
+	subvol, err := subvolumeID(ctx, e.memoryImage(m.ck))
+	if err != nil {
+		return err
+	}
+	if _, err := e.c.DeleteSnapshot(ctx, m.ck.GlobalID); err != nil {
+		return fmt.Errorf("delete memory checkpoint %s of %s: %w", m.ck.GlobalID, m.name, err)
+	}
+	return waitCleaned(ctx, e.d.poolDir(), subvol)
 }
 
 // memScratch makes the directories the copies by hand mount at /.cairn and
@@ -154,7 +172,10 @@ func (e *env) memFill(ctx context.Context, m *memSandbox, kind string) error {
 	mib := m.bytes >> 20
 	fill := fmt.Sprintf("dd if=/dev/urandom of=/tmp/fill bs=1M count=%d 2>/dev/null", mib)
 	if kind == "text" {
-		fill = fmt.Sprintf(`n=$(( %d / $(stat -c %%s /bin/busybox) + 1 )); i=0; while [ $i -lt $n ]; do cat /bin/busybox; i=$((i+1)); done | head -c %d > /tmp/fill`, m.bytes, m.bytes)
+		// A 16 MiB chunk of busybox copies (through a pipe, which is slow
+		// in gVisor), then the chunk over and over.
+		const chunk = 16 << 20
+		fill = fmt.Sprintf(`n=$(( %d / $(stat -c %%s /bin/busybox) + 1 )); i=0; while [ $i -lt $n ]; do cat /bin/busybox; i=$((i+1)); done | head -c %d > /tmp/chunk && i=0; while [ $i -lt %d ]; do cat /tmp/chunk; i=$((i+1)); done > /tmp/fill && rm /tmp/chunk`, chunk, chunk, m.bytes/chunk)
 	}
 	t0 := time.Now()
 	m.pid, err = c.ExecDetached(ctx, m.name, api.ExecRequest{Command: []string{"sh", "-c", fill + " && touch /tmp/filled; exec sleep 100000"}})
@@ -202,7 +223,7 @@ func (e *env) cairndRunsc(args ...string) *exec.Cmd {
 	return exec.Command(e.floor.binary, append([]string{"--root=" + filepath.Join(e.d.dataDir, "runsc"), "--overlay2=none", "--host-uds=open", "--network=none"}, args...)...)
 }
 
-// bareCheckpoint is `runsc checkpoint --leave-running` of cairn's running
+// bareMemCheckpoint is `runsc checkpoint --leave-running` of cairn's running
 // container m.id into dir, by hand, with extra flags.
 func (e *env) bareMemCheckpoint(m *memSandbox, dir string, extra ...string) error {
 	args := append([]string{"checkpoint", "--leave-running", "--image-path=" + dir}, extra...)
@@ -315,20 +336,20 @@ func (e *env) benchMemCheckpoint(ctx context.Context, all []*memSandbox) error {
 		cp50, _ := percentiles(m.ckCairn)
 		fp50, _ := percentiles(m.ckFloor)
 		fmt.Printf("  touched memory per second (p50): cairn %s, floor %s; image %s\n", rate(m.bytes, cp50), rate(m.bytes, fp50), mib(m.image))
-		goal(float64(m.bytes)/cp50.Seconds() >= goalMemRate, "≥ %.0f GB/s of touched memory (is %s)", goalMemRate/1e9, rate(m.bytes, cp50))
-		goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.0f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
+		goal(float64(m.bytes)/cp50.Seconds() >= goalMemRate, "≥ %.0f MB/s of touched memory (is %s)", goalMemRate/1e6, rate(m.bytes, cp50))
+		goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.1f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
 		fmt.Println()
 	}
 	return nil
 }
 
-// rate formats bytes per duration in GB/s (10⁹ bytes) and seconds per GB.
+// rate formats bytes per duration in MB/s (10⁶ bytes) and seconds per GB.
 func rate(bytes int64, d time.Duration) string {
 	if d <= 0 {
 		return "?"
 	}
-	gbs := float64(bytes) / 1e9 / d.Seconds()
-	return fmt.Sprintf("%.2f GB/s (%.2f s per GB)", gbs, 1/gbs)
+	mbs := float64(bytes) / 1e6 / d.Seconds()
+	return fmt.Sprintf("%.0f MB/s (%.2f s per GB)", mbs, 1000/mbs)
 }
 
 // pct is how much a is above b, in percent.
@@ -363,12 +384,16 @@ func (e *env) timedMemCheckpoint(ctx context.Context, m *memSandbox, ph *phases)
 	if ck.Consistency != "frozen" {
 		fmt.Printf("  note: checkpoint %s is %s-consistent\n", ck.ID, ck.Consistency)
 	}
+	// Deleting the memory image leaves its extents to btrfs' cleaner: let
+	// it finish before the next measurement, as the floor's reclaim does.
+	subvol, err := subvolumeID(ctx, e.memoryImage(ck))
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	if err := c.DeleteCheckpoint(ctx, m.name, ck.ID); err != nil {
 		return 0, 0, 0, err
 	}
-	// Deleting the memory image leaves its extents to btrfs' cleaner: let
-	// it finish before the next measurement, as the floor's reclaim does.
-	if err := btrfs(ctx, "subvolume", "sync", e.d.poolDir()); err != nil {
+	if err := waitCleaned(ctx, e.d.poolDir(), subvol); err != nil {
 		return 0, 0, 0, err
 	}
 	if err := e.afterMemCheckpoint(ctx, m); err != nil {
@@ -436,6 +461,7 @@ func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch st
 		if err := e.afterMemCheckpoint(ctx, m); err != nil {
 			return err
 		}
+		e.settleCheckpoint(ctx, m)
 		maxIters = max(maxIters, m.iters)
 	}
 	const copyID = "bare-memrs"
@@ -455,7 +481,7 @@ func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch st
 					m.rsCairn = append(m.rsCairn, dt)
 					continue
 				}
-				dt, _, err := e.restoreCopy(ctx, m, e.checkpointDisk(m.ck), e.memoryImage(m.ck), copyID, scratch, &m.rsFloorPh)
+				dt, _, err := e.restoreCopy(ctx, m, func() (string, error) { return e.checkpointDisk(m) }, e.memoryImage(m.ck), copyID, scratch, &m.rsFloorPh)
 				if err == nil && i == 0 {
 					// The copy resumed the checkpoint's processes and memory.
 					if out, xerr := e.floor.runsc("exec", copyID, "/bin/sh", "-c", m.memVerify()).CombinedOutput(); xerr != nil {
@@ -474,6 +500,7 @@ func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch st
 		compare(fmt.Sprintf("restore in place of a memory checkpoint, %s touched, warm (RestoreCheckpoint NoSafetyCheckpoint → `exec true` succeeds)", m.label),
 			series{"btrfs snapshot + bundle + runsc restore --detach of a copy, until running (floor)", m.rsFloor},
 			series{"cairn", m.rsCairn})
+		printSeries(series{"  cairn less its kill phase (the floor replaces no running sandbox)", m.rsNoKill})
 		m.rsPhases.print("cairn")
 		m.rsFloorPh.print("floor")
 		if m.verifiedMsg != "" {
@@ -485,14 +512,37 @@ func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch st
 		if m.bytes == 512<<20 {
 			goal(cp50 <= goalRestore512, "restore of 512 MiB ≤ %s warm (is %s)", goalRestore512, round(cp50))
 		}
-		goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.0f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
+		goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.1f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
 		fmt.Println()
 	}
 	return nil
 }
 
-func (e *env) checkpointDisk(ck api.Checkpoint) string {
-	return filepath.Join(e.d.poolDir(), "checkpoints", ck.GlobalID)
+// checkpointDisk is where the disk of m's memory checkpoint is now: in
+// the sandbox's browse directory (/.cairn/checkpoints) while it is one of
+// its five newest checkpoints, else checkpoints/<global id>. cairnd moves
+// it between the two, so a copy by hand looks it up right before use.
+func (e *env) checkpointDisk(m *memSandbox) (string, error) {
+	pool := e.d.poolDir()
+	for _, p := range []string{filepath.Join(pool, "browse", m.id, m.ck.ID), filepath.Join(pool, "checkpoints", m.ck.GlobalID)} {
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("disk of checkpoint %s of %s (%s) is neither in browse/ nor in checkpoints/", m.ck.ID, m.name, m.ck.GlobalID)
+}
+
+// settleCheckpoint waits (up to 5 s) until cairnd has moved m's new
+// checkpoint into the browse directory, which it does just after
+// answering, so that copies by hand do not race with the move.
+func (e *env) settleCheckpoint(ctx context.Context, m *memSandbox) {
+	browse := filepath.Join(e.d.poolDir(), "browse", m.id, m.ck.ID)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if _, err := os.Stat(browse); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (e *env) memoryImage(ck api.Checkpoint) string {
@@ -536,6 +586,7 @@ func (e *env) timedMemRestore(ctx context.Context, m *memSandbox, verify bool) (
 	if len(tl) > 0 && ok1 && ok2 && ok3 && ok4 {
 		m.rsPhases.add("request→op", tl[0].Time.Sub(t0))
 		m.rsPhases.add("kill", swapping.Sub(stopping))
+		m.rsNoKill = append(m.rsNoKill, end.Sub(t0)-swapping.Sub(stopping))
 		m.rsPhases.add("swap root", resuming.Sub(swapping))
 		m.rsPhases.add("runsc restore + agent + row", restored.Sub(resuming))
 		m.rsPhases.add("→exec true done", end.Sub(restored))
@@ -544,16 +595,26 @@ func (e *env) timedMemRestore(ctx context.Context, m *memSandbox, verify bool) (
 }
 
 // restoreCopy resumes a copy of a memory checkpoint by hand as container
-// id: a writable snapshot of disk in the pool's work area, a bundle that
-// is m's config.json with that root and the /.cairn mounts on scratch, and
-// `runsc restore --detach` of image, until runsc says it runs. It returns
-// the whole time and runsc restore's. The caller removes the copy
-// (e.floor.cleanup(id, e.tmp(id))).
-func (e *env) restoreCopy(ctx context.Context, m *memSandbox, disk, image, id, scratch string, ph *phases) (total, restore time.Duration, err error) {
+// id: a writable snapshot of the disk (where disk says it is) in the
+// pool's work area, a bundle that is m's config.json with that root and
+// the /.cairn mounts on scratch, and `runsc restore --detach` of image,
+// until runsc says it runs. It returns the whole time and runsc
+// restore's. The caller removes the copy (e.floor.cleanup(id, e.tmp(id))).
+func (e *env) restoreCopy(ctx context.Context, m *memSandbox, disk func() (string, error), image, id, scratch string, ph *phases) (total, restore time.Duration, err error) {
 	root := e.tmp(id)
 	t0 := time.Now()
-	if err := e.floor.snapshot(ctx, disk, root, false); err != nil {
-		return 0, 0, err
+	// A checkpoint cairnd moves meanwhile is looked up again.
+	for try := 0; ; try++ {
+		src, err := disk()
+		if err == nil {
+			err = e.floor.snapshot(ctx, src, root, false)
+		}
+		if err == nil {
+			break
+		}
+		if try == 2 || ctx.Err() != nil {
+			return 0, 0, err
+		}
 	}
 	bundle := filepath.Join(e.floor.dir, id)
 	if err := m.writeCopyBundle(bundle, root, scratch); err != nil {
@@ -658,14 +719,14 @@ func (b *bareRunsc) waitRunning(ctx context.Context, id string) error {
 
 // memSummary prints one line per size for RESULTS.md.
 func memSummary(all []*memSandbox) {
-	fmt.Println("summary (p50): size · checkpoint cairn / floor · GB/s cairn / floor · restore cairn / floor")
+	fmt.Println("summary (p50): size · checkpoint cairn / floor · MB/s cairn / floor · restore cairn / floor")
 	for _, m := range all {
 		cc, _ := percentiles(m.ckCairn)
 		cf, _ := percentiles(m.ckFloor)
 		rc, _ := percentiles(m.rsCairn)
 		rf, _ := percentiles(m.rsFloor)
-		fmt.Printf("  %-8s %s / %s · %.2f / %.2f · %s / %s\n", m.label, round(cc), round(cf),
-			float64(m.bytes)/1e9/cc.Seconds(), float64(m.bytes)/1e9/cf.Seconds(), round(rc), round(rf))
+		fmt.Printf("  %-8s %s / %s · %.0f / %.0f · %s / %s\n", m.label, round(cc), round(cf),
+			float64(m.bytes)/1e6/cc.Seconds(), float64(m.bytes)/1e6/cf.Seconds(), round(rc), round(rf))
 	}
 	fmt.Println()
 }
@@ -698,14 +759,11 @@ func (e *env) benchMemFork(ctx context.Context, m *memSandbox, scratch string) e
 				err = fmt.Errorf("fork child %s does not hold the checkpoint's state: %w", kids[0].Name, xerr)
 			}
 		}
+		// Their memory goes with them; deleted sandboxes keep their final
+		// (disk) checkpoints, which hold next to nothing here.
 		derr := forEach(kids, func(sb api.Sandbox) error { return deleteSandbox(ctx, c, sb.Name) })
 		if err == nil {
 			err = derr
-		}
-		if err == nil {
-			// Deleted children keep their final checkpoints (tiny disk
-			// snapshots); their memory is freed with them.
-			err = btrfs(ctx, "subvolume", "sync", e.d.poolDir())
 		}
 		return end.Sub(t0), err
 	}
@@ -718,11 +776,10 @@ func (e *env) benchMemFork(ctx context.Context, m *memSandbox, scratch string) e
 			for _, id := range ids {
 				e.floor.cleanup(id, e.tmp(id))
 			}
-			btrfs(context.WithoutCancel(ctx), "subvolume", "sync", e.d.poolDir())
 		}()
 		t0 := time.Now()
 		for _, id := range ids {
-			if _, _, err := e.restoreCopy(ctx, m, e.checkpointDisk(m.ck), e.memoryImage(m.ck), id, scratch, &phFloor); err != nil {
+			if _, _, err := e.restoreCopy(ctx, m, func() (string, error) { return e.checkpointDisk(m) }, e.memoryImage(m.ck), id, scratch, &phFloor); err != nil {
 				return 0, err
 			}
 		}
@@ -754,7 +811,7 @@ func (e *env) benchMemFork(ctx context.Context, m *memSandbox, scratch string) e
 	phFloor.print("floor, per copy")
 	cp50, _ := percentiles(cairn)
 	fp50, _ := percentiles(floor)
-	goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.0f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
+	goal(float64(cp50) <= goalMemRatio*float64(fp50), "within %.0f%% of bare runsc (is %+.1f%%)", (goalMemRatio-1)*100, pct(cp50, fp50))
 	fmt.Println()
 	return nil
 }
@@ -839,7 +896,8 @@ func (e *env) compressionRound(ctx context.Context, s *memSandbox, comp, scratch
 	if err := e.afterMemCheckpoint(ctx, s); err != nil {
 		return 0, 0, 0, err
 	}
-	_, rs, err = e.restoreCopy(ctx, s, filepath.Join(e.d.poolDir(), "sandboxes", s.id), dir, id, scratch, nil)
+	live := func() (string, error) { return filepath.Join(e.d.poolDir(), "sandboxes", s.id), nil }
+	_, rs, err = e.restoreCopy(ctx, s, live, dir, id, scratch, nil)
 	if err != nil {
 		return 0, 0, 0, err
 	}
