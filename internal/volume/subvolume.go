@@ -85,6 +85,10 @@ func (p *Pool) Reclaim(ctx context.Context, path string) error {
 	if err := run(ctx, "btrfs", "subvolume", "delete", "--commit-after", path); err != nil {
 		return fmt.Errorf("delete subvolume: %w", err)
 	}
+	// The cleaner may otherwise sleep until the next periodic commit.
+	if err := run(ctx, "btrfs", "filesystem", "sync", p.root); err != nil {
+		return fmt.Errorf("wake the btrfs cleaner: %w", err)
+	}
 	// Wait for this subvolume only: another deleted one may stay around
 	// while something still holds it open (a sandbox browsing it).
 	sctx, cancel := context.WithTimeout(ctx, reclaimWait)
