@@ -305,9 +305,12 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	defer undo.Fail()
 
 	dir := m.sandboxDir(sb.ID)
-	if err := m.refreshBrowse(ctx, sb); err != nil {
+	// /.cairn/checkpoints must exist to be bound; what is in it is brought
+	// up to date off the start's path (moving checkpoints waits for btrfs).
+	if err := os.MkdirAll(m.browseDir(sb.ID), 0o755); err != nil {
 		return err
 	}
+	m.refreshBrowseSoon(sb)
 	inst, err := m.openSockets(sb)
 	if err != nil {
 		return err
