@@ -194,9 +194,7 @@ func (m *Manager) retentionVictims(sbID string, cks []metadata.Checkpoint, alive
 
 // expire deletes a checkpoint retention gave up, under its sandbox's lock.
 func (m *Manager) expire(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint) error {
-	lock := m.diskLock(ck.SandboxID)
-	lock.Lock()
-	defer lock.Unlock()
+	defer m.lockDisk(ck.SandboxID)()
 	slog.Info("retention: deleting checkpoint", "sandbox", ck.SandboxName, "id", ck.Seq, "created", ck.CreatedAt)
 	return m.deleteCheckpoint(ctx, acct, ck)
 }

@@ -46,9 +46,7 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 	}
 	return m.cfg.Ops.Start("checkpoint.create", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		op.Progress("Creating checkpoint of %s…", name)
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+		defer m.lockDisk(sb.ID)()
 		// Re-read: a lifecycle operation may have run while we queued.
 		cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
 		if err != nil {
@@ -342,9 +340,7 @@ func (m *Manager) DeleteCheckpoint(ctx context.Context, account, name, ref strin
 	if err != nil {
 		return err
 	}
-	lock := m.diskLock(sb.ID)
-	lock.Lock()
-	defer lock.Unlock()
+	defer m.lockDisk(sb.ID)()
 	ck, err := m.findCheckpoint(ctx, sb, ref)
 	if err != nil {
 		return err
@@ -399,9 +395,7 @@ func (m *Manager) Diff(ctx context.Context, account, name, from, to string) ([]a
 	if err != nil {
 		return nil, err
 	}
-	lock := m.diskLock(sb.ID)
-	lock.Lock()
-	defer lock.Unlock()
+	defer m.lockDisk(sb.ID)()
 	toPath := m.cfg.Pool.SandboxPath(sb.ID)
 	if to != "" {
 		b, err := m.findCheckpoint(ctx, sb, to)

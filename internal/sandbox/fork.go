@@ -79,15 +79,15 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	}
 	return m.cfg.Ops.Start("sandbox.fork", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer releaseAll()
+		// Held throughout: the checkpoint's disk stays where it is while
+		// the children are made from it.
+		defer m.lockDisk(parent.ID)()
 		if from.ID == "" {
-			lock := m.diskLock(parent.ID)
-			lock.Lock()
 			cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
 			if err == nil {
 				op.Progress("Checkpointing %s to fork it", name)
 				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
 			}
-			lock.Unlock()
 			if err != nil {
 				return nil, err
 			}
@@ -96,10 +96,6 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if err != nil {
 			return nil, err
 		}
-		// The checkpoint's disk stays where it is while children are made.
-		lock := m.diskLock(parent.ID)
-		lock.Lock()
-		defer lock.Unlock()
 		source := m.ckPath(from)
 		children := make([]metadata.Sandbox, len(names))
 		errs := make([]error, len(names))

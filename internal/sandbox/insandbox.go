@@ -173,9 +173,7 @@ func (m *Manager) refreshBrowse(ctx context.Context, sb metadata.Sandbox) error 
 // the caller has released the disk lock: off the path of a checkpoint.
 func (m *Manager) refreshBrowseSoon(sb metadata.Sandbox) {
 	go func() {
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+		defer m.lockDisk(sb.ID)()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := m.cfg.Store.SandboxByID(ctx, sb.ID); err != nil {

@@ -148,11 +148,7 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		m.end(sb.ID)
 		return nil, errdefs.New(api.CodeAlreadyRunning, "sandbox %s is already running", name)
 	}
-	return m.cfg.Ops.Start("sandbox.start", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer m.end(sb.ID)
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+	return m.lifecycleOp("sandbox.start", sb, func(ctx context.Context, op *operation.Op) (any, error) {
 		mem := ""
 		if sb.ResumeCheckpoint != "" {
 			op.Progress("Resuming sandbox %s from its saved session", name)
@@ -186,11 +182,7 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 		m.end(sb.ID)
 		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running", name)
 	}
-	return m.cfg.Ops.Start("sandbox.stop", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer m.end(sb.ID)
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+	return m.lifecycleOp("sandbox.stop", sb, func(ctx context.Context, op *operation.Op) (any, error) {
 		if req.Snapshot {
 			op.Progress("Saving the session of %s", name)
 			ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerStop, Memory: true, StopAfter: true, Comment: "saved session"}, op)
@@ -222,11 +214,7 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 	if err != nil {
 		return nil, err
 	}
-	return m.cfg.Ops.Start("sandbox.restart", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer m.end(sb.ID)
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+	return m.lifecycleOp("sandbox.restart", sb, func(ctx context.Context, op *operation.Op) (any, error) {
 		m.autoCheckpoint(ctx, sb, api.TriggerRestart, op)
 		if sb.State == metadata.SandboxRunning {
 			op.Progress("Stopping sandbox %s", name)
@@ -256,11 +244,7 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 	if err != nil {
 		return nil, err
 	}
-	return m.cfg.Ops.Start("sandbox.delete", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer m.end(sb.ID)
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+	return m.lifecycleOp("sandbox.delete", sb, func(ctx context.Context, op *operation.Op) (any, error) {
 		// The final checkpoint: the sandbox stays restorable from it (and
 		// from its other automatic checkpoints) for 14 days.
 		if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {

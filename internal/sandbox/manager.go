@@ -207,6 +207,25 @@ func (m *Manager) diskLock(id string) *sync.Mutex {
 	return l
 }
 
+// lockDisk takes sandbox id's disk lock and returns its release:
+//
+//	defer m.lockDisk(sb.ID)()
+func (m *Manager) lockDisk(id string) func() {
+	l := m.diskLock(id)
+	l.Lock()
+	return l.Unlock
+}
+
+// lifecycleOp runs fn as an operation on sb, which the caller marked busy
+// (acquire): with sb's disk lock held, and sb no longer busy at the end.
+func (m *Manager) lifecycleOp(kind string, sb metadata.Sandbox, fn operation.Func) *operation.Op {
+	return m.cfg.Ops.Start(kind, "sandbox/"+sb.Name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer m.end(sb.ID)
+		defer m.lockDisk(sb.ID)()
+		return fn(ctx, op)
+	})
+}
+
 func (m *Manager) end(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -52,11 +52,7 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 		m.end(sb.ID)
 		return nil, err
 	}
-	return m.cfg.Ops.Start("sandbox.restore", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer m.end(sb.ID)
-		lock := m.diskLock(sb.ID)
-		lock.Lock()
-		defer lock.Unlock()
+	return m.lifecycleOp("sandbox.restore", sb, func(ctx context.Context, op *operation.Op) (any, error) {
 		if err := m.restoreInPlace(ctx, op, sb, ck, !req.NoSafetyCheckpoint, req.DiskOnly); err != nil {
 			return nil, err
 		}
@@ -180,10 +176,9 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
 		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
-		lock := m.diskLock(ck.SandboxID)
-		lock.Lock()
+		unlock := m.lockDisk(ck.SandboxID) // the checkpoint's disk stays put
 		err := m.create(ctx, op, sb, m.ckPath(ck), mem)
-		lock.Unlock()
+		unlock()
 		if err != nil {
 			return nil, err
 		}

@@ -66,9 +66,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, account, ref string) (api.
 	if err != nil {
 		return api.Checkpoint{}, err
 	}
-	lock := m.diskLock(ck.SandboxID)
-	lock.Lock()
-	defer lock.Unlock()
+	defer m.lockDisk(ck.SandboxID)()
 	if err := m.deleteCheckpoint(ctx, acct, ck); err != nil {
 		return api.Checkpoint{}, err
 	}
