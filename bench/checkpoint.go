@@ -525,36 +525,13 @@ func benchFork(ctx context.Context, e *env, bareCk string) error {
 
 	var ph, phFloor phases
 	fork := func(it int) (time.Duration, error) {
-		t0 := time.Now()
-		op, err := c.Fork(ctx, name, api.ForkRequest{FromCheckpoint: from.ID, Count: forkCount, NamePrefix: fmt.Sprintf("fk%d", it)})
-		if err != nil {
-			return 0, err
-		}
-		var tl timeline
-		kids, err := c.WaitSandboxes(ctx, op, tl.record)
-		if err != nil {
-			return 0, err
-		}
-		opDone := time.Now()
-		if len(kids) != forkCount {
-			return 0, fmt.Errorf("fork made %d sandboxes, want %d", len(kids), forkCount)
-		}
-		err = forEach(kids, func(sb api.Sandbox) error { return execTrue(ctx, c, sb.Name) })
-		end := time.Now()
-		forkPhases(&ph, tl, t0, opDone, end)
-		if err == nil && it == 0 {
-			out, xerr := execSh(ctx, c, kids[0].Name, "cat /root/marker")
-			if xerr == nil && strings.TrimSpace(out) != "base" {
-				xerr = fmt.Errorf("fork child %s: /root/marker holds %q, want %q", kids[0].Name, strings.TrimSpace(out), "base")
+		return e.timeFork(ctx, name, from.ID, fmt.Sprintf("fk%d", it), &ph, it == 0, func(child string) error {
+			out, err := execSh(ctx, c, child, "cat /root/marker")
+			if err == nil && strings.TrimSpace(out) != "base" {
+				err = fmt.Errorf("fork child %s: /root/marker holds %q, want %q", child, strings.TrimSpace(out), "base")
 			}
-			err = xerr
-		}
-		// Delete the children between iterations.
-		derr := forEach(kids, func(sb api.Sandbox) error { return deleteSandbox(ctx, c, sb.Name) })
-		if err == nil {
-			err = derr
-		}
-		return end.Sub(t0), err
+			return err
+		})
 	}
 
 	iters := forkIterations(e.n)
@@ -648,4 +625,37 @@ func forEach(sbs []api.Sandbox, fn func(api.Sandbox) error) error {
 		}
 	}
 	return nil
+}
+
+// timeFork forks sandbox name from checkpoint ckID into forkCount children
+// named PREFIX-N and times it until every child answers `exec true`;
+// with check, verify(first child) must pass too. The children are deleted
+// afterwards (untimed).
+func (e *env) timeFork(ctx context.Context, name, ckID, prefix string, ph *phases, check bool, verify func(child string) error) (time.Duration, error) {
+	c := e.c
+	t0 := time.Now()
+	op, err := c.Fork(ctx, name, api.ForkRequest{FromCheckpoint: ckID, Count: forkCount, NamePrefix: prefix})
+	if err != nil {
+		return 0, err
+	}
+	var tl timeline
+	kids, err := c.WaitSandboxes(ctx, op, tl.record)
+	if err != nil {
+		return 0, err
+	}
+	opDone := time.Now()
+	if len(kids) != forkCount {
+		return 0, fmt.Errorf("fork made %d sandboxes, want %d", len(kids), forkCount)
+	}
+	err = forEach(kids, func(sb api.Sandbox) error { return execTrue(ctx, c, sb.Name) })
+	end := time.Now()
+	forkPhases(ph, tl, t0, opDone, end)
+	if err == nil && check {
+		err = verify(kids[0].Name)
+	}
+	derr := forEach(kids, func(sb api.Sandbox) error { return deleteSandbox(ctx, c, sb.Name) })
+	if err == nil {
+		err = derr
+	}
+	return end.Sub(t0), err
 }

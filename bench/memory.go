@@ -737,35 +737,12 @@ func (e *env) benchMemFork(ctx context.Context, m *memSandbox, scratch string) e
 	c := e.c
 	var ph, phFloor phases
 	fork := func(it int) (time.Duration, error) {
-		t0 := time.Now()
-		op, err := c.Fork(ctx, m.name, api.ForkRequest{FromCheckpoint: m.ck.ID, Count: forkCount, NamePrefix: fmt.Sprintf("mf%d", it)})
-		if err != nil {
-			return 0, err
-		}
-		var tl timeline
-		kids, err := c.WaitSandboxes(ctx, op, tl.record)
-		if err != nil {
-			return 0, err
-		}
-		opDone := time.Now()
-		if len(kids) != forkCount {
-			return 0, fmt.Errorf("fork made %d sandboxes, want %d", len(kids), forkCount)
-		}
-		err = forEach(kids, func(sb api.Sandbox) error { return execTrue(ctx, c, sb.Name) })
-		end := time.Now()
-		forkPhases(&ph, tl, t0, opDone, end)
-		if err == nil && it == 0 {
-			if _, xerr := execSh(ctx, c, kids[0].Name, m.memVerify()); xerr != nil {
-				err = fmt.Errorf("fork child %s does not hold the checkpoint's state: %w", kids[0].Name, xerr)
+		return e.timeFork(ctx, m.name, m.ck.ID, fmt.Sprintf("mf%d", it), &ph, it == 0, func(child string) error {
+			if _, err := execSh(ctx, c, child, m.memVerify()); err != nil {
+				return fmt.Errorf("fork child %s does not hold the checkpoint's state: %w", child, err)
 			}
-		}
-		// Their memory goes with them; deleted sandboxes keep their final
-		// (disk) checkpoints, which hold next to nothing here.
-		derr := forEach(kids, func(sb api.Sandbox) error { return deleteSandbox(ctx, c, sb.Name) })
-		if err == nil {
-			err = derr
-		}
-		return end.Sub(t0), err
+			return nil
+		})
 	}
 	bareFork := func() (time.Duration, error) {
 		ids := make([]string, forkCount)
