@@ -30,7 +30,7 @@ lint:
 	$(GO) vet ./...
 	staticcheck ./...
 
-bench: deps build
+bench: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin $(GO) run ./bench
 
 clean:

@@ -3,7 +3,8 @@
 # btrfs-progs, busybox-static, debootstrap (Debian packages) and gVisor's
 # runsc built at a pinned version with CGO_ENABLED=0 (a cgo build fails at
 # sandbox start). Needs root. Usage: scripts/install-deps.sh [--test]
-# (--test adds what the tests and benchmarks need: staticcheck).
+# (--test adds what the tests and benchmarks need: staticcheck, versitygw
+# and restic).
 set -euo pipefail
 
 RUNSC_MODULE=gvisor.dev/gvisor/runsc
@@ -41,5 +42,6 @@ if [ "${1:-}" = "--test" ]; then
 		echo "install-deps: installing staticcheck $STATICCHECK_VERSION"
 		GOBIN=$BIN go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 	fi
+	command -v restic >/dev/null || { echo "install-deps: installing restic"; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic >/dev/null; }
 	{ [ -x "$BIN/versitygw" ] && go version -m "$BIN/versitygw" | grep -q "github.com/versity/versitygw[[:space:]]*v1.8.0"; } || { echo "install-deps: installing versitygw v1.8.0"; GOBIN=$BIN go install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
 fi
