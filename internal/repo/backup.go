@@ -36,19 +36,40 @@ type Stats struct {
 	Failed map[string]error
 }
 
+// progressEvery is the shortest interval between two progress reports.
+const progressEvery = 100 * time.Millisecond
+
+// BackupOptions are the optional parts of a Backup.
+type BackupOptions struct {
+	// Parent is a manifest of an earlier checkpoint of the same tree: regular
+	// files whose size, mtime, ctime and inode are unchanged reuse its chunk
+	// lists without being read.
+	Parent *ManifestRef
+	// Progress, if not nil, is called with the running Stats at most every
+	// progressEvery while the backup runs, and once more at the end. Calls
+	// never overlap; Progress must not call the Repository.
+	Progress func(Stats)
+}
+
 // Backup stores the tree at srcDir as a new checkpoint and returns its
-// manifest. With a parent (a manifest of an earlier checkpoint of the same
-// tree), regular files whose size, mtime, ctime and inode are unchanged
-// reuse the parent's chunk lists without being read. Only chunks not yet
-// stored are uploaded. The checkpoint is committed in every location that
-// takes all of it; the others are listed in Stats.Failed. Backup fails only
-// if no location commits, leaving every location as it was apart from
-// unreferenced objects that GC removes.
-func (r *Repository) Backup(ctx context.Context, srcDir string, parent *ManifestRef) (ManifestRef, Stats, error) {
+// manifest. Only chunks not yet stored are uploaded. The checkpoint is
+// committed in every location that takes all of it; the others are listed
+// in Stats.Failed. Backup fails only if no location commits, leaving every
+// location as it was apart from unreferenced objects that GC removes.
+func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptions) (ManifestRef, Stats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := &backupRun{r: r, ctx: ctx, failed: map[*location]error{}, pending: map[crypto.ID]bool{},
-		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight)}
+		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight), progress: opts.Progress}
+	ref, err := b.run(srcDir, opts.Parent)
+	if b.progress != nil {
+		b.progress(b.snapshot())
+	}
+	return ref, b.snapshot(), err
+}
+
+func (b *backupRun) run(srcDir string, parent *ManifestRef) (ManifestRef, error) {
+	r, ctx := b.r, b.ctx
 	for _, l := range r.locs {
 		if l.head == nil {
 			b.failed[l] = fmt.Errorf("location unavailable: %w", l.err)
@@ -58,7 +79,7 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, parent *Manifest
 		b.uploaded[l] = map[string]bool{}
 	}
 	if len(b.live) == 0 {
-		return ManifestRef{}, Stats{}, fmt.Errorf("backup: no location available: %w", b.failures())
+		return ManifestRef{}, fmt.Errorf("backup: no location available: %w", b.failures())
 	}
 	b.held = r.packsOf(b.live[0])
 	for _, l := range b.live[1:] {
@@ -72,11 +93,11 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, parent *Manifest
 	if parent != nil {
 		plain, err := r.loadManifest(ctx, *parent)
 		if err != nil {
-			return ManifestRef{}, Stats{}, fmt.Errorf("backup: parent: %w", err)
+			return ManifestRef{}, fmt.Errorf("backup: parent: %w", err)
 		}
 		pm, err := manifest.Decode(plain)
 		if err != nil {
-			return ManifestRef{}, Stats{}, fmt.Errorf("backup: parent: %w", err)
+			return ManifestRef{}, fmt.Errorf("backup: parent: %w", err)
 		}
 		b.parent = map[string]*manifest.Node{}
 		for i := range pm.Nodes {
@@ -95,19 +116,37 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, parent *Manifest
 		err = b.uploadErr()
 	}
 	if err != nil {
-		return ManifestRef{}, b.stats, fmt.Errorf("backup %s: %w", srcDir, err)
+		return ManifestRef{}, fmt.Errorf("backup %s: %w", srcDir, err)
 	}
 	ref, err := b.commit(m)
+	if err != nil {
+		return ManifestRef{}, fmt.Errorf("backup %s: %w", srcDir, err)
+	}
+	return ref, nil
+}
+
+// snapshot returns the running stats with the failed locations so far.
+func (b *backupRun) snapshot() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stats
 	if len(b.failed) > 0 {
-		b.stats.Failed = map[string]error{}
+		st.Failed = map[string]error{}
 		for l, e := range b.failed {
-			b.stats.Failed[l.Name] = e
+			st.Failed[l.Name] = e
 		}
 	}
-	if err != nil {
-		return ManifestRef{}, b.stats, fmt.Errorf("backup %s: %w", srcDir, err)
+	return st
+}
+
+// report calls the progress function if progressEvery has passed since the
+// last call. Only the goroutine running Backup calls it.
+func (b *backupRun) report() {
+	if b.progress == nil || time.Since(b.lastProgress) < progressEvery {
+		return
 	}
-	return ref, b.stats, nil
+	b.lastProgress = time.Now()
+	b.progress(b.snapshot())
 }
 
 // backupRun is the state of one Backup.
@@ -117,6 +156,9 @@ type backupRun struct {
 	parent map[string]*manifest.Node // regular files of the parent manifest
 	held   map[string]bool           // packs every live location holds
 	stats  Stats
+
+	progress     func(Stats)
+	lastProgress time.Time
 
 	writer   *pack.Writer
 	pending  map[crypto.ID]bool // blobs packed by this backup
@@ -142,6 +184,7 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 		if err := b.uploadErr(); err != nil {
 			return err
 		}
+		b.report()
 		rel, err := filepath.Rel(src, p)
 		if err != nil {
 			return err
@@ -204,6 +247,8 @@ func (b *backupRun) file(p string, n *manifest.Node) error {
 			return fmt.Errorf("read %s: %w", p, err)
 		}
 		read += uint64(len(chunk))
+		b.stats.BytesRead += int64(len(chunk))
+		b.report()
 		id := b.r.keys.ChunkID(chunk)
 		n.Chunks = append(n.Chunks, manifest.Chunk{ID: id, Length: uint32(len(chunk))})
 		if b.known(id) {
@@ -219,7 +264,6 @@ func (b *backupRun) file(p string, n *manifest.Node) error {
 		return fmt.Errorf("%s changed while it was read (%d bytes read, %d expected)", p, read, n.DataSize())
 	}
 	b.stats.FilesRead++
-	b.stats.BytesRead += int64(read)
 	return nil
 }
 

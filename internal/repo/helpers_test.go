@@ -64,7 +64,7 @@ func (f *fixture) reopen(t *testing.T) {
 
 func (f *fixture) backup(t *testing.T, src string, parent *ManifestRef) (ManifestRef, Stats) {
 	t.Helper()
-	ref, st, err := f.repo.Backup(context.Background(), src, parent)
+	ref, st, err := f.repo.Backup(context.Background(), src, BackupOptions{Parent: parent})
 	if err != nil {
 		t.Fatal(err)
 	}

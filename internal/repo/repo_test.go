@@ -213,7 +213,7 @@ func TestOneLocationDownConverges(t *testing.T) {
 	down := errors.New("connection refused")
 	f.faulty[1].Inject(func(backendtest.Op, string) error { return down })
 	write(t, filepath.Join(src, "b"), randomBytes(2<<20, 2))
-	ref2, st, err := f.repo.Backup(context.Background(), src, &ref1)
+	ref2, st, err := f.repo.Backup(context.Background(), src, BackupOptions{Parent: &ref1})
 	must(t, err)
 	if !errors.Is(st.Failed["secondary"], down) || len(st.Failed) != 1 {
 		t.Fatalf("Failed = %v", st.Failed)
@@ -257,7 +257,7 @@ func TestCrashDuringBackupAtEveryWrite(t *testing.T) {
 
 	for n := 0; ; n++ {
 		crashAfter(f, n)
-		ref2, st, err := f.repo.Backup(context.Background(), src, &ref1)
+		ref2, st, err := f.repo.Backup(context.Background(), src, BackupOptions{Parent: &ref1})
 		f.faulty[0].Inject(nil)
 		f.faulty[1].Inject(nil)
 		f.reopen(t)
@@ -379,7 +379,7 @@ func TestOpenWithOneLocationDown(t *testing.T) {
 	if u := f.repo.Unavailable(); len(u) != 1 || !errors.Is(u["primary"], down) {
 		t.Fatalf("Unavailable = %v", u)
 	}
-	ref, st, err := f.repo.Backup(context.Background(), src, nil)
+	ref, st, err := f.repo.Backup(context.Background(), src, BackupOptions{})
 	must(t, err)
 	if st.Failed["primary"] == nil {
 		t.Fatalf("Failed = %v", st.Failed)

@@ -34,7 +34,7 @@ func TestTwoS3Locations(t *testing.T) {
 	must(t, err)
 	src := filepath.Join(t.TempDir(), "src")
 	makeTree(t, src)
-	ref1, st, err := r.Backup(ctx, src, nil)
+	ref1, st, err := r.Backup(ctx, src, BackupOptions{})
 	must(t, err)
 	if st.Failed != nil {
 		t.Fatalf("failed: %v", st.Failed)
@@ -65,7 +65,7 @@ func TestTwoS3Locations(t *testing.T) {
 	// Second server down: the backup lands in the first only (×1).
 	servers[1].Stop()
 	write(t, filepath.Join(src, "new-file"), randomBytes(1<<20, 5))
-	ref2, st, err := r.Backup(ctx, src, &ref1)
+	ref2, st, err := r.Backup(ctx, src, BackupOptions{Parent: &ref1})
 	must(t, err)
 	if st.Failed["s3-b"] == nil || !slices.Equal(r.Holders(ref2), []string{"s3-a"}) {
 		t.Fatalf("failed %v, holders %v", st.Failed, r.Holders(ref2))
