@@ -167,9 +167,9 @@ const (
 	ConsistencyCrash  = "crash"  // taken without a completed quiesce
 )
 
-// Checkpoint is a saved state of one sandbox's disk (and, later, memory).
+// Checkpoint is a saved state of one sandbox's disk (and memory).
 // Immutable once created, except for its size fields, its name (snapshot
-// name) and, later, off-site state.
+// name) and its off-site manifest.
 type Checkpoint struct {
 	// ID is the account-wide id: random 16 hex chars, assigned by the
 	// caller; also the on-disk directory name. Unique across all accounts.
@@ -201,7 +201,12 @@ type Checkpoint struct {
 	// before schema version 3): treat the disk as changed. Kept as a signed
 	// 64-bit integer, so at most math.MaxInt64 (Validate checks).
 	RootGeneration uint64
-	CreatedAt      time.Time
+	// OffsiteManifest names the checkpoint's manifest in the account's
+	// off-site repository once an upload committed it in at least one
+	// location; "" until then. Which locations hold it is the
+	// repository's to say. Changed by SetCheckpointOffsite.
+	OffsiteManifest string
+	CreatedAt       time.Time
 }
 
 // ManualSeq returns the per-sandbox id of the n-th manual checkpoint of a
@@ -401,6 +406,10 @@ type Store interface {
 	// SetCheckpointSize records the checkpoint's sizes. ErrNotFound if no
 	// checkpoint has that id; negative sizes are a plain error.
 	SetCheckpointSize(ctx context.Context, id string, exclusive, total int64) error
+	// SetCheckpointOffsite records manifest as the checkpoint's manifest in
+	// the off-site repository ("" when it has none any more). ErrNotFound
+	// if no checkpoint has that id.
+	SetCheckpointOffsite(ctx context.Context, id, manifest string) error
 	// SetCheckpointName names the checkpoint ("" removes its name).
 	// ErrNotFound if no checkpoint has that id, ErrConflict if another
 	// checkpoint of the account has that name; naming a checkpoint what it

@@ -13,7 +13,7 @@ import (
 )
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
-	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at`
+	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -41,11 +41,11 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
-			formatTime(ck.CreatedAt))
+			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest))
 		if err != nil {
 			return checkpointWriteError(err, ck)
 		}
@@ -175,9 +175,10 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		name    sql.NullString
 		gen     int64
 		created string
+		offsite sql.NullString
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
-		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created)
+		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {
@@ -186,7 +187,7 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 	if gen < 0 { // CHECK (root_generation >= 0) forbids it
 		return metadata.Checkpoint{}, fmt.Errorf("checkpoint %s: stored root generation %d is negative", ck.ID, gen)
 	}
-	ck.Name, ck.RootGeneration = name.String, uint64(gen)
+	ck.Name, ck.RootGeneration, ck.OffsiteManifest = name.String, uint64(gen), offsite.String
 	ck.CreatedAt, err = parseTime(created)
 	return ck, err
 }
@@ -199,6 +200,16 @@ func (s *Store) SetCheckpointSize(ctx context.Context, id string, exclusive, tot
 	}
 	res, err := s.writer.ExecContext(ctx, `UPDATE checkpoints SET size_exclusive = ?, size_total = ? WHERE id = ?`,
 		exclusive, total, id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// SetCheckpointOffsite implements metadata.Store.
+func (s *Store) SetCheckpointOffsite(ctx context.Context, id, manifest string) error {
+	what := "metadata: set off-site manifest of checkpoint " + id
+	res, err := s.writer.ExecContext(ctx, `UPDATE checkpoints SET offsite_manifest = ? WHERE id = ?`, nullable(manifest), id)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -78,6 +78,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"DeleteCheckpointClearsResume", testDeleteCheckpointClearsResume},
 		{"ResumeCheckpointConcurrentDelete", testResumeCheckpointConcurrentDelete},
 		{"ResumeCheckpointPersistence", testResumeCheckpointPersistence},
+		{"CheckpointOffsite", testCheckpointOffsite},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
