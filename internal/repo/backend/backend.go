@@ -15,6 +15,10 @@ import (
 // has the name. Test for it with errors.Is.
 var ErrNotFound = errors.New("object not found")
 
+// ErrExists is returned (possibly wrapped) by Create when an object already
+// has the name. Test for it with errors.Is.
+var ErrExists = errors.New("object already exists")
+
 // Info describes a stored object.
 type Info struct {
 	Name string
@@ -30,6 +34,12 @@ type Backend interface {
 	// again replaces the object; the repository only does so with the same
 	// bytes). It returns only once the object is durable.
 	Save(ctx context.Context, name string, data []byte) error
+	// Create stores data under name only if no object has that name, and
+	// returns an error wrapping ErrExists otherwise. Of several Creates of
+	// one name, concurrent or not, from any number of clients, exactly one
+	// succeeds. It is atomic and durable like Save. The repository commits
+	// its heads with it, so that a stale writer cannot overwrite a head.
+	Create(ctx context.Context, name string, data []byte) error
 	// Load returns the whole object, or an error wrapping ErrNotFound.
 	Load(ctx context.Context, name string) ([]byte, error)
 	// Stat returns the object's size, or an error wrapping ErrNotFound.

@@ -13,6 +13,7 @@ type Op string
 // The operations Faulty can fail.
 const (
 	OpSave   Op = "save"
+	OpCreate Op = "create"
 	OpLoad   Op = "load"
 	OpStat   Op = "stat"
 	OpList   Op = "list"
@@ -56,6 +57,14 @@ func (f *Faulty) Save(ctx context.Context, name string, data []byte) error {
 		return err
 	}
 	return f.b.Save(ctx, name, data)
+}
+
+// Create implements backend.Backend.
+func (f *Faulty) Create(ctx context.Context, name string, data []byte) error {
+	if err := f.fault(OpCreate, name); err != nil {
+		return err
+	}
+	return f.b.Create(ctx, name, data)
 }
 
 // Load implements backend.Backend.

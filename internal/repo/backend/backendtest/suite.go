@@ -53,6 +53,68 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 			}
 		}
 	})
+	t.Run("Create", func(t *testing.T) {
+		b := newBackend(t)
+		if err := b.Create(ctx, "heads/0001", []byte("first")); err != nil {
+			t.Fatalf("Create of a new name: %v", err)
+		}
+		if err := b.Create(ctx, "heads/0001", []byte("second")); !errors.Is(err, backend.ErrExists) {
+			t.Fatalf("second Create of one name: %v, want ErrExists", err)
+		}
+		if got, err := b.Load(ctx, "heads/0001"); err != nil || string(got) != "first" {
+			t.Fatalf("Load after a refused Create = %q, %v; want the first content", got, err)
+		}
+		// A name that Save wrote counts as taken too.
+		if err := b.Save(ctx, "heads/0002", []byte("saved")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Create(ctx, "heads/0002", []byte("created")); !errors.Is(err, backend.ErrExists) {
+			t.Fatalf("Create over a saved object: %v, want ErrExists", err)
+		}
+		// Once removed, the name can be created again.
+		if err := b.Remove(ctx, "heads/0001"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Create(ctx, "heads/0001", []byte("again")); err != nil {
+			t.Fatalf("Create after Remove: %v", err)
+		}
+		if got, err := b.Load(ctx, "heads/0001"); err != nil || string(got) != "again" {
+			t.Fatalf("Load = %q, %v", got, err)
+		}
+		if l, err := b.List(ctx, ""); err != nil || len(l) != 2 {
+			t.Fatalf("List after creates = %v, %v", l, err)
+		}
+	})
+	t.Run("CreateConcurrent", func(t *testing.T) {
+		b := newBackend(t)
+		const n = 8
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = b.Create(ctx, "heads/race", bytes.Repeat([]byte{byte('a' + i)}, 100<<10))
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("Creates %d and %d of one name both succeeded", winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, backend.ErrExists):
+				t.Fatalf("Create %d: %v, want ErrExists", i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no concurrent Create succeeded")
+		}
+		got, err := b.Load(ctx, "heads/race")
+		if err != nil || !bytes.Equal(got, bytes.Repeat([]byte{byte('a' + winner)}, 100<<10)) {
+			t.Fatalf("the object is not the winner's (%d): %d bytes, %v", winner, len(got), err)
+		}
+	})
 	t.Run("List", func(t *testing.T) {
 		b := newBackend(t)
 		for _, n := range []string{"packs/aa", "packs/ab", "index/aa", "heads/x", "packsx"} {
@@ -136,6 +198,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		cancel()
 		if err := b.Save(cctx, "packs/c", []byte("c")); err == nil {
 			t.Fatal("Save with a canceled context succeeded")
+		}
+		if err := b.Create(cctx, "packs/c", []byte("c")); err == nil {
+			t.Fatal("Create with a canceled context succeeded")
 		}
 		if _, err := b.Load(ctx, "packs/c"); !errors.Is(err, backend.ErrNotFound) {
 			t.Fatalf("object saved under a canceled context: %v", err)

@@ -41,6 +41,15 @@ func (l *Backend) Save(ctx context.Context, name string, data []byte) error {
 	return l.b.Save(ctx, name, data)
 }
 
+// Create implements backend.Backend.
+func (l *Backend) Create(ctx context.Context, name string, data []byte) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return l.b.Create(ctx, name, data)
+}
+
 // Load implements backend.Backend.
 func (l *Backend) Load(ctx context.Context, name string) ([]byte, error) {
 	if err := l.acquire(ctx); err != nil {

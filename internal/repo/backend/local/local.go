@@ -1,6 +1,8 @@
 // Package local is a Backend over a directory: the embedded default
 // location. Saves write a temporary file, fsync it, rename it into place and
 // fsync the directory, so an object is either whole and durable or absent.
+// Creates link the fsynced temporary file to its name instead of renaming
+// it: link(2) fails if the name exists, which makes Create exclusive.
 package local
 
 import (
@@ -45,6 +47,31 @@ func (b *Backend) path(name string) (string, error) {
 
 // Save implements backend.Backend.
 func (b *Backend) Save(ctx context.Context, name string, data []byte) error {
+	if err := b.put(ctx, name, data, os.Rename); err != nil {
+		return fmt.Errorf("save %s: %w", name, err)
+	}
+	return nil
+}
+
+// Create implements backend.Backend.
+func (b *Backend) Create(ctx context.Context, name string, data []byte) error {
+	err := b.put(ctx, name, data, func(tmp, p string) error {
+		err := os.Link(tmp, p)
+		_ = os.Remove(tmp)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w (%w)", backend.ErrExists, err)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	return nil
+}
+
+// put writes data to a temporary file, fsyncs it, moves it to name's path
+// with place (which consumes the temporary file) and fsyncs the directory.
+func (b *Backend) put(ctx context.Context, name string, data []byte, place func(tmp, p string) error) error {
 	p, err := b.path(name)
 	if err != nil {
 		return err
@@ -56,26 +83,23 @@ func (b *Backend) Save(ctx context.Context, name string, data []byte) error {
 	_, _ = rand.Read(r[:])
 	// The temporary directory is made again in case someone removed it.
 	if err := os.MkdirAll(filepath.Join(b.root, tmpDir), 0o700); err != nil {
-		return fmt.Errorf("save %s: %w", name, err)
+		return err
 	}
 	tmp := filepath.Join(b.root, tmpDir, hex.EncodeToString(r[:]))
 	if err := writeSync(tmp, data); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("save %s: %w", name, err)
+		return err
 	}
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("save %s: %w", name, err)
+		return err
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := place(tmp, p); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("save %s: %w", name, err)
+		return err
 	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("save %s: %w", name, err)
-	}
-	return nil
+	return syncDir(dir)
 }
 
 func writeSync(path string, data []byte) error {

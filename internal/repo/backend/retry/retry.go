@@ -1,9 +1,10 @@
 // Package retry wraps a Backend so that failed calls are retried with
-// exponential backoff and jitter. Not-found answers and cancellation are
-// final; waiting between attempts honours the context.
+// exponential backoff and jitter. Not-found and already-exists answers and
+// cancellation are final; waiting between attempts honours the context.
 package retry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -42,7 +43,7 @@ func do[T any](ctx context.Context, p Policy, f func() (T, error)) (T, error) {
 	wait := p.Initial
 	for attempt := 1; ; attempt++ {
 		v, err := f()
-		if err == nil || attempt >= p.Attempts || errors.Is(err, backend.ErrNotFound) || ctx.Err() != nil {
+		if err == nil || attempt >= p.Attempts || errors.Is(err, backend.ErrNotFound) || errors.Is(err, backend.ErrExists) || ctx.Err() != nil {
 			return v, err
 		}
 		// Full jitter: sleep a random time up to the current backoff.
@@ -61,6 +62,24 @@ func do[T any](ctx context.Context, p Policy, f func() (T, error)) (T, error) {
 // Save implements backend.Backend.
 func (r *Backend) Save(ctx context.Context, name string, data []byte) error {
 	_, err := do(ctx, r.p, func() (struct{}, error) { return struct{}{}, r.b.Save(ctx, name, data) })
+	return err
+}
+
+// Create implements backend.Backend. An attempt that failed (a timeout, a
+// lost answer) may still have stored the object, so ErrExists on a later
+// attempt is success if the object holds exactly data.
+func (r *Backend) Create(ctx context.Context, name string, data []byte) error {
+	retried := false
+	_, err := do(ctx, r.p, func() (struct{}, error) {
+		err := r.b.Create(ctx, name, data)
+		if errors.Is(err, backend.ErrExists) && retried {
+			if got, lerr := r.b.Load(ctx, name); lerr == nil && bytes.Equal(got, data) {
+				return struct{}{}, nil
+			}
+		}
+		retried = true
+		return struct{}{}, err
+	})
 	return err
 }
 

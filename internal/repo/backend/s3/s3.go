@@ -1,6 +1,9 @@
 // Package s3 is a Backend over an S3-compatible bucket (any endpoint,
 // path-style addressing) through minio-go. A PUT is atomic, so Save needs no
-// temporary object. It does not retry: wrap it in retry.
+// temporary object; Create is a PUT with If-None-Match: *, which the server
+// refuses with 412 Precondition Failed if the object exists (the server must
+// support conditional writes, as AWS S3 and versitygw do). It does not
+// retry: wrap it in retry.
 package s3
 
 import (
@@ -86,6 +89,24 @@ func (b *Backend) Save(ctx context.Context, name string, data []byte) error {
 		minio.PutObjectOptions{ContentType: "application/octet-stream", SendContentMd5: true})
 	if err != nil {
 		return convert("save", name, err)
+	}
+	return nil
+}
+
+// Create implements backend.Backend.
+func (b *Backend) Create(ctx context.Context, name string, data []byte) error {
+	k, err := b.key(name)
+	if err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", SendContentMd5: true}
+	opts.SetMatchETagExcept("*")
+	_, err = b.client.PutObject(ctx, b.bucket, k, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == minio.PreconditionFailed {
+			return fmt.Errorf("create %s: %w (%w)", name, backend.ErrExists, err)
+		}
+		return convert("create", name, err)
 	}
 	return nil
 }
