@@ -32,7 +32,8 @@ type Stats struct {
 	Packs         int   // new packs
 	BytesUploaded int64 // bytes saved, summed over locations
 	// Failed names the locations that did not commit the checkpoint, and
-	// why. Repair brings them up to date.
+	// why (ErrConflict if another writer committed there since it was
+	// read). Repair brings them up to date.
 	Failed map[string]error
 }
 
@@ -54,14 +55,21 @@ type BackupOptions struct {
 // Backup stores the tree at srcDir as a new checkpoint and returns its
 // manifest. Only chunks not yet stored are uploaded. The checkpoint is
 // committed in every location that takes all of it; the others are listed
-// in Stats.Failed. Backup fails only if no location commits, leaving every
-// location as it was apart from unreferenced objects that GC removes.
+// in Stats.Failed, and a location that failed during this backup is left
+// out of later writes (see Unavailable). A location where another writer
+// committed since it was read fails like that with an error wrapping
+// ErrConflict. Backup fails only if no location commits (then its error
+// wraps each location's, ErrConflict included), leaving every location as
+// it was apart from unreferenced objects that GC removes.
 func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptions) (ManifestRef, Stats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := &backupRun{r: r, ctx: ctx, failed: map[*location]error{}, pending: map[crypto.ID]bool{},
 		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight), progress: opts.Progress}
 	ref, err := b.run(srcDir, opts.Parent)
+	for l, e := range b.failed {
+		l.failUnlessCanceled(ctx, e)
+	}
 	if b.progress != nil {
 		b.progress(b.snapshot())
 	}
@@ -71,7 +79,7 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 func (b *backupRun) run(srcDir string, parent *ManifestRef) (ManifestRef, error) {
 	r, ctx := b.r, b.ctx
 	for _, l := range r.locs {
-		if l.head == nil {
+		if l.err != nil {
 			b.failed[l] = fmt.Errorf("location unavailable: %w", l.err)
 			continue
 		}

@@ -14,10 +14,12 @@ import (
 )
 
 // Delete removes checkpoints and, at once, in every location it can reach,
-// every pack that no remaining checkpoint needs. A location that fails keeps
-// its objects (and learns of the deletion from the other location's
-// tombstone at the next Repair); its error is returned, joined with the
-// others', after the rest is done.
+// every pack that no remaining checkpoint needs. A location that fails (or
+// is unavailable, or where another writer committed: ErrConflict) keeps its
+// objects and learns of the deletion from the other location's tombstone at
+// the next Repair; its error is returned, joined with the others', after
+// the rest is done, and it is left out of later writes (see Unavailable).
+// Nothing is deleted in a location before its new head is committed.
 func (r *Repository) Delete(ctx context.Context, refs ...ManifestRef) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -66,8 +68,10 @@ func (r *Repository) collect(ctx context.Context, drop map[string]bool) error {
 	allKnown := true
 	listed := map[string]bool{}
 	for _, l := range r.locs {
-		if l.head == nil {
+		if l.err != nil {
 			allKnown = false
+		}
+		if l.head == nil {
 			continue
 		}
 		for _, m := range l.head.Manifests {
@@ -105,7 +109,7 @@ func (r *Repository) collect(ctx context.Context, drop map[string]bool) error {
 	slices.Sort(rewrite)
 	rw := &repack{r: r, failed: map[*location]error{}, targets: map[*location]bool{}}
 	for _, l := range r.locs {
-		if l.head != nil && slices.ContainsFunc(rewrite, func(p string) bool { return r.packsOf(l)[p] }) {
+		if l.err == nil && slices.ContainsFunc(rewrite, func(p string) bool { return r.packsOf(l)[p] }) {
 			rw.targets[l] = true
 		}
 	}
@@ -115,10 +119,11 @@ func (r *Repository) collect(ctx context.Context, drop map[string]bool) error {
 	var errs []error
 	for _, l := range r.locs {
 		switch {
-		case l.head == nil:
+		case l.err != nil:
 			errs = append(errs, fmt.Errorf("gc %s: location unavailable: %w", l.Name, l.err))
 			continue
 		case rw.failed[l] != nil:
+			l.failUnlessCanceled(ctx, rw.failed[l])
 			errs = append(errs, fmt.Errorf("gc %s: upload rewritten pack: %w", l.Name, rw.failed[l]))
 			continue
 		}
@@ -127,6 +132,7 @@ func (r *Repository) collect(ctx context.Context, drop map[string]bool) error {
 			fresh = rw.fresh
 		}
 		if err := r.collectIn(ctx, l, drop, prune, gone, fresh); err != nil {
+			l.failUnlessCanceled(ctx, err)
 			errs = append(errs, fmt.Errorf("gc %s: %w", l.Name, err))
 		}
 	}
@@ -253,7 +259,8 @@ func (r *Repository) collectIn(ctx context.Context, l *location, drop, prune, go
 	if err := r.commitHead(ctx, l, h); err != nil {
 		return err
 	}
-	// Only now, with no committed head referring to them, delete objects.
+	// Only now, with this commit the newest head and no head referring to
+	// them, delete objects. A writer whose commit failed deletes nothing.
 	infos, err := l.Backend.List(ctx, "")
 	if err != nil {
 		return fmt.Errorf("list: %w", err)

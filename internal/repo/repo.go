@@ -7,15 +7,18 @@
 //
 // A Repository admits one writer: its methods serialise on a mutex, and the
 // caller (the daemon) must not open the same account's repository twice.
+// A writer that is stale all the same (another host wrote since it read a
+// location's head) is fenced: heads are created under their generation's
+// name only if that name is free, so its commit there fails with ErrConflict
+// and it deletes nothing. Reload brings it up to date.
 package repo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -57,6 +60,10 @@ var (
 	ErrWrongKey = errors.New("wrong key for this repository")
 	// ErrUnknownManifest means no location lists the manifest.
 	ErrUnknownManifest = errors.New("no such manifest")
+	// ErrConflict means a location's head changed since this Repository read
+	// it: another writer committed there. Nothing was committed or deleted in
+	// that location; Reload reads the current state.
+	ErrConflict = errors.New("another writer changed the repository; reopen it")
 )
 
 // Location is one of an account's object stores.
@@ -86,9 +93,28 @@ type Repository struct {
 
 type location struct {
 	Location
-	head     *index.Head // nil: unknown (the location failed when read)
+	head     *index.Head // the newest head read or committed; nil if never read
 	headName string      // object holding head; "" if none
-	err      error       // why head is nil
+	gen      uint64      // the highest generation of a head seen there: the next commit is gen+1
+	// err, if not nil, is why the location takes no writes: it could not be
+	// read, a write to it failed, or another writer committed there
+	// (ErrConflict). Reload or a successful Repair clears it.
+	err error
+}
+
+// fail records the first error that makes l unusable for writes.
+func (l *location) fail(err error) {
+	if l.err == nil {
+		l.err = err
+	}
+}
+
+// failUnlessCanceled is fail, except for an error that ctx's end caused: a
+// canceled save is no fault of the location.
+func (l *location) failUnlessCanceled(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		l.fail(err)
+	}
 }
 
 type blobRef struct {
@@ -117,6 +143,7 @@ func Init(ctx context.Context, key *crypto.Key, locs ...Location) (*Repository, 
 	}
 	r := newRepository(keys, locs)
 	for _, l := range r.locs {
+		l.head = &index.Head{}
 		if err := r.commitHead(ctx, l, &index.Head{}); err != nil {
 			return nil, fmt.Errorf("init %s: %w", l.Name, err)
 		}
@@ -147,66 +174,131 @@ func Open(ctx context.Context, key *crypto.Key, locs ...Location) (*Repository, 
 		return nil, errors.New("open: no location")
 	}
 	r := newRepository(keys, locs)
+	if err := r.load(ctx); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	return r, nil
+}
+
+// Reload reads every location's head and the index segments again, as Open
+// does: a location that could not be read (at Open, at an earlier Reload) or
+// that failed a write since is usable again if it answers now, and a writer
+// that got ErrConflict continues from the current state. Unavailable then
+// lists the locations that still cannot be read. Reload fails for the
+// reasons Open does; the Repository keeps what it knew of a location it
+// cannot read.
+func (r *Repository) Reload(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.load(ctx); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	return nil
+}
+
+// load reads every location's head, then the segments they list.
+func (r *Repository) load(ctx context.Context) error {
 	found, wrongKey := 0, 0
 	for _, l := range r.locs {
 		switch n, err := r.readHead(ctx, l); {
 		case errors.Is(err, ErrWrongKey):
 			wrongKey++
-			l.err = err
 		case err != nil:
-			l.err = err
 		case n > 0:
 			found++
 		}
 	}
 	switch {
 	case found == 0 && wrongKey > 0:
-		return nil, ErrWrongKey
+		return ErrWrongKey
 	case found == 0:
 		for _, l := range r.locs {
 			if l.err != nil {
-				return nil, fmt.Errorf("open: %w", l.err)
+				return l.err
 			}
 		}
-		return nil, ErrNotInitialized
+		return ErrNotInitialized
 	}
-	for _, l := range r.locs {
-		if l.err == nil && l.head == nil {
-			l.head, l.headName = &index.Head{}, ""
-		}
-	}
-	if err := r.loadSegments(ctx); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r.loadSegments(ctx)
 }
 
-// readHead loads the newest readable head of l into l.head and returns how
-// many head objects exist.
+// readHead reads l's heads and returns how many exist. On success l.head is
+// the newest readable one (empty if there is none) and l.err is cleared; on
+// failure l.err says why and l keeps what it knew.
 func (r *Repository) readHead(ctx context.Context, l *location) (int, error) {
-	l.head, l.headName = nil, ""
-	infos, err := l.Backend.List(ctx, headsDir)
-	if err != nil {
-		return 0, fmt.Errorf("%s: list heads: %w", l.Name, err)
+	s, err := r.scanHeads(ctx, l.Backend)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s: list heads: %w", l.Name, err)
+	case len(s.infos) > 0 && s.head == nil && errors.Is(s.lastErr, crypto.ErrAuth):
+		err = fmt.Errorf("%s: %w", l.Name, ErrWrongKey)
+	case len(s.infos) > 0 && s.head == nil:
+		err = fmt.Errorf("%s: no readable head: %w", l.Name, s.lastErr)
 	}
-	var lastErr error
-	for _, info := range infos {
-		h, err := r.loadHead(ctx, l.Backend, info.Name)
+	if err != nil {
+		l.err = err
+		return len(s.infos), err
+	}
+	l.head, l.headName, l.gen, l.err = s.head, s.name, s.gen, nil
+	if l.head == nil {
+		l.head = &index.Head{}
+	}
+	return len(s.infos), nil
+}
+
+// headScan is what scanHeads found in a location.
+type headScan struct {
+	infos   []backend.Info
+	head    *index.Head      // the readable head with the highest generation; nil if none
+	name    string           // its object name
+	gen     uint64           // the highest generation any head has, by name or content
+	bad     map[string]error // heads that do not open, and why
+	lastErr error            // one of them
+}
+
+// scanHeads lists and opens every head in b. A head that does not open
+// still counts towards gen through its name, so that the next commit takes a
+// generation above it (and readers, who take the newest head they can
+// open, then take that commit).
+func (r *Repository) scanHeads(ctx context.Context, b backend.Backend) (headScan, error) {
+	var s headScan
+	var err error
+	if s.infos, err = b.List(ctx, headsDir); err != nil {
+		return s, err
+	}
+	for _, info := range s.infos {
+		if g, ok := headGeneration(info.Name); ok {
+			s.gen = max(s.gen, g)
+		}
+		h, err := r.loadHead(ctx, b, info.Name)
 		if err != nil {
-			lastErr = err
+			if s.bad == nil {
+				s.bad = map[string]error{}
+			}
+			s.bad[info.Name], s.lastErr = err, err
 			continue
 		}
-		if l.head == nil || h.Generation > l.head.Generation {
-			l.head, l.headName = h, info.Name
+		s.gen = max(s.gen, h.Generation)
+		if s.head == nil || h.Generation > s.head.Generation {
+			s.head, s.name = h, info.Name
 		}
 	}
-	if len(infos) > 0 && l.head == nil {
-		if errors.Is(lastErr, crypto.ErrAuth) {
-			return len(infos), fmt.Errorf("%s: %w", l.Name, ErrWrongKey)
-		}
-		return len(infos), fmt.Errorf("%s: no readable head: %w", l.Name, lastErr)
+	return s, nil
+}
+
+// headName is the name of the head of generation gen: fixed-width hex, so
+// that names sort by generation.
+func headName(gen uint64) string { return fmt.Sprintf("%s%016x", headsDir, gen) }
+
+// headGeneration parses a name made by headName. Heads written before heads
+// were named by generation have 32 random hex digits and do not parse.
+func headGeneration(name string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, headsDir)
+	if !ok || len(hex) != 16 {
+		return 0, false
 	}
-	return len(infos), nil
+	g, err := strconv.ParseUint(hex, 16, 64)
+	return g, err == nil
 }
 
 func (r *Repository) loadHead(ctx context.Context, b backend.Backend, name string) (*index.Head, error) {
@@ -250,6 +342,7 @@ func (r *Repository) loadSegments(ctx context.Context) error {
 			}
 		}
 		if r.segments[s] == nil {
+			r.rebuild()
 			return fmt.Errorf("index segment %s is unreadable in every location: %w", s, err)
 		}
 	}
@@ -328,44 +421,52 @@ func (r *Repository) loadSealed(ctx context.Context, b backend.Backend, name str
 	return plain, nil
 }
 
-// commitHead writes h as l's next head (the commit point), then removes
-// l's older heads.
+// commitHead commits h as l's next head: it creates the head of generation
+// l.gen+1, which fails if that name is taken, then lists l's heads, since a
+// higher generation may exist (another writer committed twice and removed
+// the older heads). Either way another writer committed since l was read:
+// the commit fails with ErrConflict, and the head just created, if any, is
+// an older one that readers ignore and the next commit removes. Only a head
+// that is the newest is a commit; then l's older heads are removed.
+//
+// A failure marks l (see location.err): after an error from Create, whether
+// the head landed is unknown until l is read again.
 func (r *Repository) commitHead(ctx context.Context, l *location, h *index.Head) error {
-	gen := uint64(0)
-	if l.head != nil {
-		gen = l.head.Generation
-	}
-	h.Generation = gen + 1
+	h.Generation = l.gen + 1
 	obj, _, err := r.sealObject(index.EncodeHead(h), headAD)
 	if err != nil {
 		return err
 	}
-	var rnd [16]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
+	name := headName(h.Generation)
+	err = l.Backend.Create(ctx, name, obj)
+	if errors.Is(err, backend.ErrExists) {
+		err = fmt.Errorf("commit head: generation %d exists: %w", h.Generation, ErrConflict)
 	}
-	name := headsDir + hex.EncodeToString(rnd[:])
-	if err := l.Backend.Save(ctx, name, obj); err != nil {
+	if err != nil {
+		l.fail(err)
 		return fmt.Errorf("commit head: %w", err)
 	}
-	l.head, l.headName, l.err = h, name, nil
-	r.removeOldHeads(ctx, l)
-	return nil
-}
-
-// removeOldHeads deletes l's heads other than the current one. It is best
-// effort: a leftover older head is harmless (readers take the newest) and
-// the next commit tries again.
-func (r *Repository) removeOldHeads(ctx context.Context, l *location) {
 	infos, err := l.Backend.List(ctx, headsDir)
 	if err != nil {
-		return
+		l.fail(fmt.Errorf("commit head: %w", err))
+		return fmt.Errorf("commit head: %w", err)
 	}
 	for _, info := range infos {
-		if info.Name != l.headName {
+		if g, ok := headGeneration(info.Name); ok && g > h.Generation {
+			err := fmt.Errorf("commit head: generation %d exists: %w", g, ErrConflict)
+			l.fail(err)
+			return err
+		}
+	}
+	l.head, l.headName, l.gen, l.err = h, name, h.Generation, nil
+	// Best effort: a leftover older head is harmless (readers take the
+	// newest) and the next commit tries again.
+	for _, info := range infos {
+		if info.Name != name {
 			_ = l.Backend.Remove(ctx, info.Name)
 		}
 	}
+	return nil
 }
 
 // manifestNames returns the account's checkpoints: every manifest some head
@@ -418,15 +519,17 @@ func (r *Repository) Holders(ref ManifestRef) []string {
 	return out
 }
 
-// Unavailable returns, per location name, why its head could not be read
-// when the repository was opened; such a location takes no writes until a
-// Repair of it succeeds. nil when every location was read.
+// Unavailable returns, per location name, why the location takes no
+// writes: its head could not be read (at Open or Reload), a write to it
+// failed, or another writer committed there (ErrConflict). Such a location
+// is left out of Backup, Delete and GC until Reload reads it again or a
+// Repair of it succeeds. nil when every location is usable.
 func (r *Repository) Unavailable() map[string]error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]error{}
 	for _, l := range r.locs {
-		if l.head == nil {
+		if l.err != nil {
 			out[l.Name] = l.err
 		}
 	}

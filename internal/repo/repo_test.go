@@ -298,7 +298,7 @@ func crashAfter(f *fixture, n int) {
 	saves := 0
 	for i := range 2 {
 		f.faulty[i].Inject(func(op backendtest.Op, name string) error {
-			if op != backendtest.OpSave {
+			if op != backendtest.OpSave && op != backendtest.OpCreate {
 				return nil
 			}
 			mu.Lock()
@@ -326,7 +326,7 @@ func TestCrashDuringDelete(t *testing.T) {
 	// Crash before the head: index segment written, head not.
 	for i := range 2 {
 		f.faulty[i].Inject(func(op backendtest.Op, name string) error {
-			if op == backendtest.OpSave && strings.HasPrefix(name, headsDir) {
+			if op == backendtest.OpCreate && strings.HasPrefix(name, headsDir) {
 				return crashed
 			}
 			return nil

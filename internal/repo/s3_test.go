@@ -3,6 +3,7 @@ package repo
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,12 +33,18 @@ func TestTwoS3Locations(t *testing.T) {
 	must(t, err)
 	r, err := Init(ctx, key, locs...)
 	must(t, err)
+	stale, err := Open(ctx, key, locs...)
+	must(t, err)
 	src := filepath.Join(t.TempDir(), "src")
 	makeTree(t, src)
 	ref1, st, err := r.Backup(ctx, src, BackupOptions{})
 	must(t, err)
 	if st.Failed != nil {
 		t.Fatalf("failed: %v", st.Failed)
+	}
+	// The conditional PUT of the head fences a writer that read before.
+	if err := stale.GC(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale GC: %v, want ErrConflict", err)
 	}
 	r, err = Open(ctx, key, locs...)
 	must(t, err)

@@ -61,29 +61,24 @@ func (r *Repository) Verify(ctx context.Context, location string) (*Report, erro
 	return rep, err
 }
 
-// verify checks l and also returns its newest readable head (nil if none).
-func (r *Repository) verify(ctx context.Context, l *location) (*Report, *index.Head, error) {
+// verify checks l and also returns what it found of its heads.
+func (r *Repository) verify(ctx context.Context, l *location) (*Report, headScan, error) {
 	rep := &Report{Location: l.Name}
-	infos, err := l.Backend.List(ctx, headsDir)
+	s, err := r.scanHeads(ctx, l.Backend)
 	if err != nil {
-		return nil, nil, fmt.Errorf("verify %s: %w", l.Name, err)
+		return nil, s, fmt.Errorf("verify %s: %w", l.Name, err)
 	}
-	var head *index.Head
-	for _, info := range infos {
-		h, err := r.loadHead(ctx, l.Backend, info.Name)
+	for _, info := range s.infos {
 		rep.Objects++
 		rep.Bytes += info.Size
-		if err != nil {
+		if err := s.bad[info.Name]; err != nil {
 			rep.record(info.Name, err)
-			continue
-		}
-		if head == nil || h.Generation > head.Generation {
-			head = h
 		}
 	}
+	head := s.head
 	if head == nil {
 		rep.problem(&rep.Missing, headsDir, errors.New("no readable head"))
-		return rep, nil, nil
+		return rep, s, nil
 	}
 	need := map[crypto.ID]string{} // chunk → a manifest needing it
 	for _, m := range head.Manifests {
@@ -127,7 +122,7 @@ func (r *Repository) verify(ctx context.Context, l *location) (*Report, *index.H
 			rep.problem(nil, manifestsDir+m, fmt.Errorf("chunk %s is in no intact pack", id))
 		}
 	}
-	return rep, head, nil
+	return rep, s, nil
 }
 
 func (r *Repository) verifyPack(ctx context.Context, b backend.Backend, p index.Pack, rep *Report) error {
@@ -160,7 +155,13 @@ func (r *Repository) verifyPack(ctx context.Context, b backend.Backend, p index.
 // damaged object, and every object it lacks (a checkpoint it missed while
 // down), from another location after checking each copy against its name,
 // then commits a head listing every checkpoint. Deleted checkpoints stay
-// deleted. After a successful Repair the location holds every checkpoint.
+// deleted. After a successful Repair the location holds every checkpoint
+// and takes writes again.
+//
+// The new head builds on the location's head as this Repository last read
+// it, so if another writer committed there since, Repair fails with
+// ErrConflict (Reload, then repair again). A location never read (it could
+// not be reached at Open or Reload) is read here.
 func (r *Repository) Repair(ctx context.Context, location string) (*Report, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -168,9 +169,19 @@ func (r *Repository) Repair(ctx context.Context, location string) (*Report, erro
 	if err != nil {
 		return nil, err
 	}
-	rep, current, err := r.verify(ctx, l)
+	rep, scan, err := r.verify(ctx, l)
 	if err != nil {
 		return nil, err
+	}
+	if l.head == nil {
+		// Keep what it holds that the other locations may not list.
+		l.head, l.headName, l.gen = scan.head, scan.name, scan.gen
+		if l.head == nil {
+			l.head = &index.Head{}
+		}
+		if err := r.loadSegments(ctx); err != nil {
+			return rep, fmt.Errorf("repair %s: %w", l.Name, err)
+		}
 	}
 	bad := map[string]bool{}
 	for _, n := range append(slices.Clone(rep.Missing), rep.Damaged...) {
@@ -224,7 +235,6 @@ func (r *Repository) Repair(ctx context.Context, location string) (*Report, erro
 		present[name] = true
 		rep.Repaired = append(rep.Repaired, name)
 	}
-	l.head = current
 	if err := r.commitHead(ctx, l, h); err != nil {
 		return rep, fmt.Errorf("repair %s: %w", l.Name, err)
 	}
