@@ -78,7 +78,7 @@ func (f *fixture) backup(t *testing.T, src string, parent *ManifestRef) (Manifes
 func (f *fixture) restoreEqual(t *testing.T, ref ManifestRef, want string) {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := f.repo.Restore(context.Background(), ref, dst); err != nil {
+	if err := f.repo.Restore(context.Background(), ref, dst, RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	compareTrees(t, want, dst)

@@ -35,7 +35,7 @@ func TestRoundTripEveryFileKind(t *testing.T) {
 	}
 	f.restoreEqual(t, ref, src)
 	f.verifyClean(t)
-	if err := f.repo.Restore(context.Background(), ref, src); err == nil {
+	if err := f.repo.Restore(context.Background(), ref, src, RestoreOptions{}); err == nil {
 		t.Error("restore into a non-empty directory accepted")
 	}
 }
@@ -148,7 +148,7 @@ func TestDeleteFreesSpace(t *testing.T) {
 	f.verifyClean(t)
 	f.reopen(t)
 	f.restoreEqual(t, refB, b)
-	if err := f.repo.Restore(context.Background(), refA, filepath.Join(t.TempDir(), "x")); err == nil {
+	if err := f.repo.Restore(context.Background(), refA, filepath.Join(t.TempDir(), "x"), RestoreOptions{}); err == nil {
 		t.Error("deleted checkpoint restored")
 	}
 	if err := f.repo.Delete(context.Background(), refA); !errors.Is(err, ErrUnknownManifest) {
@@ -253,7 +253,7 @@ func TestCrashDuringBackupAtEveryWrite(t *testing.T) {
 	ref1, _ := f.backup(t, src, nil)
 	write(t, filepath.Join(src, "b"), randomBytes(20<<20, 2)) // two packs
 	want := filepath.Join(t.TempDir(), "want")
-	must(t, f.repo.Restore(context.Background(), ref1, want))
+	must(t, f.repo.Restore(context.Background(), ref1, want, RestoreOptions{}))
 
 	for n := 0; ; n++ {
 		crashAfter(f, n)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
 	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
@@ -24,14 +25,40 @@ type target struct {
 	off     uint64
 }
 
+// RestoreOptions are the optional parts of a Restore.
+type RestoreOptions struct {
+	// Progress, if not nil, is called with the running RestoreStats at most
+	// every progressEvery while file data is written, and once more at the
+	// end. Calls never overlap; Progress must not call the Repository.
+	Progress func(RestoreStats)
+}
+
+// RestoreStats says how far a restore is.
+type RestoreStats struct {
+	Files        int   // regular files whose data is written (hard links counted once)
+	FilesTotal   int   // regular files in the checkpoint
+	BytesWritten int64 // file data written
+	// BytesTotal is the file data to write: the sum of the regular files'
+	// sizes, less their holes (which take no writing). BytesWritten
+	// reaches it when the restore succeeds.
+	BytesTotal int64
+}
+
 // Restore rebuilds checkpoint ref in dstDir, which is created if missing and
 // must be empty. Every chunk is authenticated and checked against its id;
 // contents, holes, hard links, symlinks, special files, owners, modes,
 // xattrs and mtimes are restored. On error dstDir holds a partial tree that
 // the caller should remove.
-func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string) error {
+func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string, opts RestoreOptions) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	prog := &restoreProgress{fn: opts.Progress, left: map[string]int{}}
+	err := r.restore(ctx, ref, dstDir, prog)
+	prog.report(true)
+	return err
+}
+
+func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string, prog *restoreProgress) error {
 	plain, err := r.loadManifest(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -56,6 +83,9 @@ func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string
 		if err := makeNode(dstDir, abs(n), n); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
+		if n.Type == manifest.File {
+			prog.add(abs(n), n)
+		}
 		var off uint64
 		for _, c := range n.Chunks {
 			br, ok := r.blobs[c.ID]
@@ -70,7 +100,7 @@ func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string
 			off += uint64(c.Length)
 		}
 	}
-	if err := r.restoreData(ctx, plan, entries); err != nil {
+	if err := r.restoreData(ctx, plan, entries, prog); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	// Metadata last, children before parents so directory times stay.
@@ -86,7 +116,7 @@ func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string
 	return nil
 }
 
-func (r *Repository) restoreData(ctx context.Context, plan map[string]map[crypto.ID][]target, entries map[crypto.ID]pack.Entry) error {
+func (r *Repository) restoreData(ctx context.Context, plan map[string]map[crypto.ID][]target, entries map[crypto.ID]pack.Entry, prog *restoreProgress) error {
 	packs := make([]string, 0, len(plan))
 	for p := range plan {
 		packs = append(packs, p)
@@ -100,7 +130,7 @@ func (r *Repository) restoreData(ctx context.Context, plan map[string]map[crypto
 	for range restoreWorkers {
 		wg.Go(func() {
 			for name := range work {
-				if err := r.restorePack(ctx, name, plan[name], entries); err != nil {
+				if err := r.restorePack(ctx, name, plan[name], entries, prog); err != nil {
 					errs <- err
 					cancel()
 					return
@@ -125,7 +155,7 @@ feed:
 	return ctx.Err()
 }
 
-func (r *Repository) restorePack(ctx context.Context, name string, blobs map[crypto.ID][]target, entries map[crypto.ID]pack.Entry) error {
+func (r *Repository) restorePack(ctx context.Context, name string, blobs map[crypto.ID][]target, entries map[crypto.ID]pack.Entry, prog *restoreProgress) error {
 	data, err := r.loadPack(ctx, name)
 	if err != nil {
 		return err
@@ -139,9 +169,56 @@ func (r *Repository) restorePack(ctx context.Context, name string, blobs map[cry
 			if err := writeTarget(t, plain); err != nil {
 				return err
 			}
+			prog.wrote(t.path, len(plain))
 		}
 	}
 	return nil
+}
+
+// restoreProgress counts what a restore wrote and reports it.
+type restoreProgress struct {
+	mu   sync.Mutex // held while fn runs, so calls never overlap
+	fn   func(RestoreStats)
+	st   RestoreStats
+	left map[string]int // per file, chunks still to write
+	last time.Time
+}
+
+// add counts a regular file about to be restored to p.
+func (pr *restoreProgress) add(p string, n *manifest.Node) {
+	pr.st.FilesTotal++
+	pr.st.BytesTotal += int64(n.DataSize())
+	if len(n.Chunks) == 0 {
+		pr.st.Files++
+		return
+	}
+	pr.left[p] = len(n.Chunks)
+}
+
+// wrote counts n bytes of one chunk written to the file at p.
+func (pr *restoreProgress) wrote(p string, n int) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.st.BytesWritten += int64(n)
+	if pr.left[p]--; pr.left[p] == 0 {
+		pr.st.Files++
+	}
+	pr.reportLocked(false)
+}
+
+// report calls fn at the end of the restore.
+func (pr *restoreProgress) report(final bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.reportLocked(final)
+}
+
+func (pr *restoreProgress) reportLocked(final bool) {
+	if pr.fn == nil || !final && time.Since(pr.last) < progressEvery {
+		return
+	}
+	pr.last = time.Now()
+	pr.fn(pr.st)
 }
 
 // writeTarget writes p at stream offset t.off of the file's extents.

@@ -49,7 +49,7 @@ func TestTwoS3Locations(t *testing.T) {
 	r, err = Open(ctx, key, locs...)
 	must(t, err)
 	dst := filepath.Join(t.TempDir(), "dst")
-	must(t, r.Restore(ctx, ref1, dst))
+	must(t, r.Restore(ctx, ref1, dst, RestoreOptions{}))
 	compareTrees(t, src, dst)
 	for _, srv := range servers {
 		must(t, filepath.WalkDir(srv.Dir(), func(p string, d os.DirEntry, err error) error {
@@ -93,6 +93,6 @@ func TestTwoS3Locations(t *testing.T) {
 		}
 	}
 	dst2 := filepath.Join(t.TempDir(), "dst2")
-	must(t, r.Restore(ctx, ref2, dst2))
+	must(t, r.Restore(ctx, ref2, dst2, RestoreOptions{}))
 	compareTrees(t, src, dst2)
 }
