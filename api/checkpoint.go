@@ -38,12 +38,58 @@ type Checkpoint struct {
 	// Current is true for the checkpoint the sandbox's disk was last
 	// restored or forked from; it cannot be deleted.
 	Current bool `json:"current"`
-	// Offsite is the off-site state: "pending" until the repository
-	// uploads it, then "uploading", "uploaded ×1", "uploaded ×2", "failed".
+	// Offsite is the off-site state: "pending" until the upload queue
+	// takes it, then "uploading", and "uploaded ×2" once both locations
+	// hold all of it ("uploaded ×1" while only one does), or "failed"
+	// (OffsiteDetail.Error says why); "off" when off-site copies are
+	// disabled.
 	Offsite string `json:"offsite"`
+	// OffsiteDetail says, per location, what holds the checkpoint and
+	// what is wrong, and how far a running upload is. Absent when off-site
+	// copies are disabled.
+	OffsiteDetail *OffsiteDetail `json:"offsite_detail,omitempty"`
 	// PausedMS is how long the sandbox was paused to take it (only in the
 	// answer to the create request).
 	PausedMS float64 `json:"paused_ms,omitempty"`
+}
+
+// Off-site states of a checkpoint, as a whole (Checkpoint.Offsite, with
+// "uploaded ×N") and per location (OffsiteLocation.State).
+const (
+	OffsitePending   = "pending"
+	OffsiteUploading = "uploading"
+	OffsiteUploaded  = "uploaded"
+	OffsiteFailed    = "failed"
+	OffsiteOff       = "off"
+)
+
+// OffsiteDetail is the off-site state of one checkpoint in full.
+type OffsiteDetail struct {
+	// Manifest is the checkpoint's manifest in the repository once an
+	// upload committed it; "" before.
+	Manifest  string            `json:"manifest,omitempty"`
+	Locations []OffsiteLocation `json:"locations"`
+	// Progress is set while the checkpoint uploads.
+	Progress *TransferProgress `json:"progress,omitempty"`
+	// Error says why the upload failed or waits, when it does.
+	Error string `json:"error,omitempty"`
+}
+
+// OffsiteLocation is the state of a checkpoint in one location.
+type OffsiteLocation struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // pending, uploading, uploaded or failed
+	Error string `json:"error,omitempty"`
+}
+
+// TransferProgress is how far an upload or off-site restore is.
+type TransferProgress struct {
+	BytesDone   int64     `json:"bytes_done"`  // bytes read (upload) or written (restore)
+	BytesTotal  int64     `json:"bytes_total"` // estimate of the bytes to go through
+	BytesSent   int64     `json:"bytes_sent"`  // bytes stored in the locations (upload)
+	Files       int       `json:"files"`
+	StartedAt   time.Time `json:"started_at"`
+	BytesPerSec float64   `json:"bytes_per_sec"`
 }
 
 // CreateCheckpointRequest is the body of POST /v1/sandboxes/{name}/checkpoint.
@@ -65,12 +111,48 @@ type RestoreRequest struct {
 	// DiskOnly restores only the disk of a memory checkpoint: the sandbox
 	// boots instead of resuming the checkpoint's processes.
 	DiskOnly bool `json:"disk_only,omitempty"`
+	// FromOffsite rebuilds the disk from the off-site repository instead
+	// of the local copy (which is what happens anyway when the local copy
+	// is gone). Memory is not kept off-site: the sandbox boots.
+	FromOffsite bool `json:"from_offsite,omitempty"`
 }
 
 // SnapshotRestoreRequest is the body of POST /v1/snapshots/{ref}/restore.
 type SnapshotRestoreRequest struct {
-	Name     string `json:"name"` // the new sandbox
-	DiskOnly bool   `json:"disk_only,omitempty"`
+	Name        string `json:"name"` // the new sandbox
+	DiskOnly    bool   `json:"disk_only,omitempty"`
+	FromOffsite bool   `json:"from_offsite,omitempty"` // as in RestoreRequest
+}
+
+// VerifyRequest is the body of POST /v1/verify.
+type VerifyRequest struct {
+	// Offsite verifies the off-site locations (every object read back and
+	// authenticated, damage repaired from the other location) instead of
+	// the local checkpoints.
+	Offsite bool `json:"offsite,omitempty"`
+	// Location limits an off-site verify to one location.
+	Location string `json:"location,omitempty"`
+	// NoRepair only reports what is wrong.
+	NoRepair bool `json:"no_repair,omitempty"`
+}
+
+// VerifyReport is the result of a verify operation.
+type VerifyReport struct {
+	Checkpoints int              `json:"checkpoints"` // checkpoints checked (local verify)
+	Locations   []LocationReport `json:"locations,omitempty"`
+	Problems    []string         `json:"problems,omitempty"` // local verify: one line per finding
+	OK          bool             `json:"ok"`                 // nothing is wrong now (after repairs)
+}
+
+// LocationReport is what an off-site verify found in one location.
+type LocationReport struct {
+	Name     string   `json:"name"`
+	Objects  int      `json:"objects"`
+	Bytes    int64    `json:"bytes"`
+	Problems []string `json:"problems,omitempty"`
+	Repaired []string `json:"repaired,omitempty"`
+	Error    string   `json:"error,omitempty"` // the location could not be verified
+	OK       bool     `json:"ok"`              // intact (after repairs)
 }
 
 // ForkRequest is the body of POST /v1/sandboxes/{name}/fork.

@@ -43,6 +43,11 @@ const (
 
 	CodeDiskLimit = "L04" // the account's disk limit is reached
 
+	CodeOffsiteUnavailable = "R01" // the off-site repository cannot be used now (locations unreachable, wrong key, disabled)
+	CodeNotOffsite         = "R02" // the checkpoint is not (yet) held by any off-site location
+	CodeNoLocation         = "R03" // no off-site location with that name
+	CodeOffsiteFailed      = "R04" // reading the checkpoint back from off-site failed (damaged or missing data)
+
 	CodeNoOperation = "O01" // no operation with that id
 
 	CodeInternal = "X01" // an unexpected failure inside cairnd

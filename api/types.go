@@ -44,6 +44,11 @@ type Sandbox struct {
 	AutoCheckpointSeconds int64 `json:"auto_checkpoint_seconds"`
 	// LastCheckpointAt is when its newest checkpoint (of any trigger) was taken.
 	LastCheckpointAt *time.Time `json:"last_checkpoint_at,omitempty"`
+	// LastOffsiteAt is when its newest checkpoint that both off-site
+	// locations hold was taken; nil when none is.
+	LastOffsiteAt *time.Time `json:"last_offsite_at,omitempty"`
+	// OffsiteOff is true when off-site copies are disabled.
+	OffsiteOff bool `json:"offsite_off,omitempty"`
 	// SavedSession is the id of the memory checkpoint the next start
 	// resumes from (after `cairn stop --snapshot`); empty: the next start
 	// boots.
@@ -63,6 +68,11 @@ type AccountInfo struct {
 	DiskLimit   int64 `json:"disk_limit"`
 	Sandboxes   int   `json:"sandboxes"`
 	Checkpoints int   `json:"checkpoints"`
+	// Offsite counts the account's checkpoints by off-site state ("uploaded
+	// ×2", "pending"…); absent when off-site copies are off.
+	Offsite map[string]int `json:"offsite,omitempty"`
+	// OffsiteLocations are the account's locations, by name.
+	OffsiteLocations []string `json:"offsite_locations,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

@@ -130,3 +130,21 @@ func (c *Client) Account(ctx context.Context) (api.AccountInfo, error) {
 	var out api.AccountInfo
 	return out, c.do(ctx, "GET", "/v1/account", nil, &out)
 }
+
+// Verify checks the account's checkpoints, locally or (req.Offsite) in its
+// off-site locations; the operation's result is an api.VerifyReport (see
+// WaitVerify).
+func (c *Client) Verify(ctx context.Context, req api.VerifyRequest) (api.Operation, error) {
+	var op api.Operation
+	return op, c.do(ctx, "POST", "/v1/verify", req, &op)
+}
+
+// WaitVerify follows a verify operation to its report.
+func (c *Client) WaitVerify(ctx context.Context, op api.Operation, fn func(api.Event)) (api.VerifyReport, error) {
+	var out api.VerifyReport
+	raw, err := c.Follow(ctx, op, fn)
+	if err != nil {
+		return out, err
+	}
+	return out, json.Unmarshal(raw, &out)
+}

@@ -18,7 +18,8 @@ import (
 
 func main() {
 	var cfg daemon.Config
-	var poolSize, logLevel, diskLimit string
+	var poolSize, logLevel, diskLimit, configFile string
+	flag.StringVar(&configFile, "config", "", "JSON config file with the account's off-site locations (default: two directories under the data dir; see docs/offsite.md)")
 	flag.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cairn", "directory for the pool, metadata and per-sandbox files")
 	flag.StringVar(&cfg.Socket, "socket", "/run/cairn/cairn.sock", "unix socket of the API (mode 0600)")
 	flag.StringVar(&cfg.Pool, "pool", "", "an existing btrfs directory to use as the pool (default: a loop file in the data dir)")
@@ -49,6 +50,11 @@ func main() {
 	if diskLimit != "" {
 		if cfg.DiskLimit, err = sandbox.ParseSize(diskLimit); err != nil {
 			fatal(fmt.Errorf("--disk-limit: %w", err))
+		}
+	}
+	if configFile != "" {
+		if err := daemon.LoadFile(configFile, &cfg); err != nil {
+			fatal(err)
 		}
 	}
 	if cfg.InitBinary == "" {

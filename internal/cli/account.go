@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +17,7 @@ func newAccountCommand(g *globalOptions) *cobra.Command {
 		Long: `Show your account: its name, the disk space its sandboxes and checkpoints
 use in the pool against its disk limit, and how many sandboxes and
 checkpoints (automatic ones and those of deleted sandboxes included) it
-has.
+has, and how many of them are in each off-site state in which locations.
 
 disk counts data shared between sandboxes and checkpoints once; images are
 not counted. Past the limit, creating sandboxes or checkpoints fails with
@@ -45,7 +46,26 @@ func runAccount(ctx context.Context, g *globalOptions) error {
 	t.Row("disk", formatAccountDisk(acct))
 	t.Row("sandboxes", fmt.Sprint(acct.Sandboxes))
 	t.Row("checkpoints", fmt.Sprint(acct.Checkpoints))
+	t.Row("off-site", formatAccountOffsite(acct))
 	return t.Flush()
+}
+
+// formatAccountOffsite renders how many checkpoints are in which off-site
+// state: "primary, secondary: 12 uploaded ×2, 1 uploading", or "off".
+func formatAccountOffsite(acct api.AccountInfo) string {
+	if acct.OffsiteLocations == nil {
+		return "off"
+	}
+	var parts []string
+	for _, state := range []string{"uploaded ×2", "uploaded ×1", "uploading", "pending", "failed", "uploaded"} {
+		if n := acct.Offsite[state]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, state))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"no checkpoints yet"}
+	}
+	return strings.Join(acct.OffsiteLocations, ", ") + ": " + strings.Join(parts, ", ")
 }
 
 // formatAccountDisk renders an account's disk use against its limit:

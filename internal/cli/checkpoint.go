@@ -267,6 +267,17 @@ func runCheckpointInfo(ctx context.Context, opts checkpointRef, g *globalOptions
 	t.Row("size", formatSize(ck.SizeExclusive)+" (freed by deleting it)")
 	t.Row("total", formatSize(ck.SizeTotal))
 	t.Row("off-site", orDash(ck.Offsite))
+	if d := ck.OffsiteDetail; d != nil {
+		for _, l := range d.Locations {
+			t.Row("  "+l.Name, formatLocationState(l))
+		}
+		if p := d.Progress; p != nil {
+			t.Row("  progress", formatTransfer(g.now(), *p))
+		}
+		if d.Error != "" {
+			t.Row("  error", d.Error)
+		}
+	}
 	t.Row("current", current)
 	return t.Flush()
 }
@@ -318,6 +329,7 @@ type restoreOptions struct {
 	NoSafetyCheckpoint bool
 	Wait               bool // follow an in-place restore to its end
 	DiskOnly           bool // restore only the disk of a memory checkpoint: boot, do not resume
+	FromOffsite        bool // rebuild the disk from the off-site repository
 }
 
 // newRestoreCommand returns "restore NAME ID"; path is how it is called
@@ -345,11 +357,14 @@ it until it runs; NAME and the checkpoint are not touched.
 
 ` + diskOnlyHelp + `
 
+` + fromOffsiteHelp + `
+
 --json prints the operation, or the restored sandbox with --wait or --as.`,
 		Example: fmt.Sprintf(`  %[1]s web v2
   %[1]s web v2 --wait
   %[1]s web auto-20260301T120000Z --as web-before
-  %[1]s web v3 --disk-only`, path),
+  %[1]s web v3 --disk-only
+  %[1]s web v2 --as web-copy --from-offsite`, path),
 		Args: exactArgs("NAME", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.ID = args[0], args[1]
@@ -364,8 +379,18 @@ it until it runs; NAME and the checkpoint are not touched.
 	f.BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the restore cannot be undone)")
 	f.BoolVar(&opts.Wait, "wait", false, "follow an in-place restore until the sandbox is back")
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
+	f.BoolVar(&opts.FromOffsite, "from-offsite", false, fromOffsiteUsage)
 	return cmd
 }
+
+// fromOffsiteHelp and fromOffsiteUsage explain --from-offsite.
+const (
+	fromOffsiteHelp = `--from-offsite rebuilds the checkpoint's disk from the account's off-site
+repository, verifying every chunk, instead of reading the local copy; a
+restore does that by itself when the local copy is gone. Memory images are
+not kept off-site: the sandbox boots from the restored disk.`
+	fromOffsiteUsage = "rebuild the disk from the off-site copy instead of the local one"
+)
 
 // newRollbackCommand returns cairn rollback: restore in place and wait
 // (its options are restoreOptions with Wait set).
@@ -406,6 +431,7 @@ func runRestore(ctx context.Context, opts restoreOptions, g *globalOptions) erro
 		As:                 opts.As,
 		NoSafetyCheckpoint: opts.NoSafetyCheckpoint,
 		DiskOnly:           opts.DiskOnly,
+		FromOffsite:        opts.FromOffsite,
 	})
 	if err != nil {
 		return err

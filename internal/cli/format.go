@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
 )
 
 // formatSize renders bytes in binary units: "512MiB", "1.5GiB", "900B".
@@ -161,4 +163,32 @@ func formatAutoCheckpoint(seconds int64) string {
 		return ""
 	}
 	return "every " + formatInterval(seconds) + " when the disk changed"
+}
+
+// formatLocationState renders one location's state of a checkpoint:
+// "uploaded", "failed: connection refused".
+func formatLocationState(l api.OffsiteLocation) string {
+	if l.Error != "" {
+		return l.State + ": " + l.Error
+	}
+	return l.State
+}
+
+// formatTransfer renders an upload's or a restore's progress: "120MiB of
+// 1GiB (11%), 95MiB/s, 312 files".
+func formatTransfer(now time.Time, p api.TransferProgress) string {
+	s := formatSize(p.BytesDone)
+	if p.BytesTotal > 0 {
+		s += fmt.Sprintf(" of %s (%d%%)", formatSize(p.BytesTotal), min(100, p.BytesDone*100/p.BytesTotal))
+	}
+	if p.BytesPerSec > 0 {
+		s += ", " + formatSize(int64(p.BytesPerSec)) + "/s"
+	}
+	if p.BytesSent > 0 {
+		s += ", " + formatSize(p.BytesSent) + " sent"
+	}
+	if !p.StartedAt.IsZero() {
+		s += ", started " + formatAge(now, p.StartedAt)
+	}
+	return s
 }

@@ -130,6 +130,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newLogsCommand(g),
 		newImageCommand(g),
 		newAccountCommand(g),
+		newVerifyCommand(g),
 		newVersionCommand(g),
 	)
 	return root

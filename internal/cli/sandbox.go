@@ -285,19 +285,24 @@ func runStatus(ctx context.Context, opts statusOptions, g *globalOptions) error 
 	return t.Flush()
 }
 
-// offsiteUnknown is the off-site part of the status line until cairnd
-// reports when a sandbox's data last reached both locations.
-const offsiteUnknown = "—"
-
 // formatCheckpointStatus renders the checkpoints line of cairn status:
-// "Saved 3 min ago · off-site — · every 5 min when the disk changed", or
-// "Never saved · …" when the sandbox has no checkpoint yet.
+// "Saved 3 min ago · off-site 4 min ago · every 5 min when the disk
+// changed", with "Never saved" before the first checkpoint and "off-site —"
+// before the first one both locations hold ("off-site off" when off-site
+// copies are disabled).
 func formatCheckpointStatus(now time.Time, sb api.Sandbox) string {
 	saved := "Never saved"
 	if sb.LastCheckpointAt != nil && !sb.LastCheckpointAt.IsZero() {
 		saved = "Saved " + formatAge(now, *sb.LastCheckpointAt)
 	}
-	parts := []string{saved, "off-site " + offsiteUnknown}
+	offsite := "off-site —"
+	switch {
+	case sb.OffsiteOff:
+		offsite = "off-site off"
+	case sb.LastOffsiteAt != nil && !sb.LastOffsiteAt.IsZero():
+		offsite = "off-site " + formatAge(now, *sb.LastOffsiteAt)
+	}
+	parts := []string{saved, offsite}
 	if every := formatAutoCheckpoint(sb.AutoCheckpointSeconds); every != "" {
 		parts = append(parts, every)
 	}

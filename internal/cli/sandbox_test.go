@@ -586,3 +586,16 @@ func TestStatusNextStart(t *testing.T) {
 		t.Errorf("status lacks %q:\n%s", line, out.String())
 	}
 }
+
+func TestCheckpointStatusLineOffsite(t *testing.T) {
+	ago := func(d time.Duration) *time.Time { at := testNow.Add(-d); return &at }
+	sb := api.Sandbox{LastCheckpointAt: ago(3 * time.Minute), AutoCheckpointSeconds: 300}
+	sb.LastOffsiteAt = ago(4*time.Minute + 5*time.Second)
+	if got, want := formatCheckpointStatus(testNow, sb), "Saved 3 min ago · off-site 4 min ago · every 5 min when the disk changed"; got != want {
+		t.Errorf("uploaded:\n got %q\nwant %q", got, want)
+	}
+	sb.LastOffsiteAt, sb.OffsiteOff = nil, true
+	if got, want := formatCheckpointStatus(testNow, sb), "Saved 3 min ago · off-site off · every 5 min when the disk changed"; got != want {
+		t.Errorf("off:\n got %q\nwant %q", got, want)
+	}
+}

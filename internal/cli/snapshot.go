@@ -182,9 +182,10 @@ func runSnapshotDelete(ctx context.Context, opts snapshotDeleteOptions, g *globa
 
 // snapshotRestoreOptions are the arguments of cairn snapshot restore.
 type snapshotRestoreOptions struct {
-	Ref      string // global id, snapshot name or SANDBOX/ID
-	NewName  string
-	DiskOnly bool // restore only the disk of a memory checkpoint: boot, do not resume
+	Ref         string // global id, snapshot name or SANDBOX/ID
+	NewName     string
+	DiskOnly    bool // restore only the disk of a memory checkpoint: boot, do not resume
+	FromOffsite bool // rebuild the disk from the off-site repository
 }
 
 func newSnapshotRestoreCommand(g *globalOptions) *cobra.Command {
@@ -200,11 +201,14 @@ new sandbox resumes its processes where they were instead of booting.
 
 ` + diskOnlyHelp + `
 
+` + fromOffsiteHelp + `
+
 cairn follows the operation until the sandbox runs, printing its progress
 on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
 		Example: `  cairn snapshot restore before-upgrade web-old
   cairn snapshot restore web/auto-20260301T120000Z web-noon
-  cairn snapshot restore web/v3 web-v3 --disk-only`,
+  cairn snapshot restore web/v3 web-v3 --disk-only
+  cairn snapshot restore web/v3 web-v3 --from-offsite`,
 		Args: exactArgs("ID_OR_NAME", "NEW_NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref, opts.NewName = args[0], args[1]
@@ -212,14 +216,16 @@ on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
+	cmd.Flags().BoolVar(&opts.FromOffsite, "from-offsite", false, fromOffsiteUsage)
 	return cmd
 }
 
 func runSnapshotRestore(ctx context.Context, opts snapshotRestoreOptions, g *globalOptions) error {
 	c := g.client()
 	op, err := c.RestoreSnapshot(ctx, opts.Ref, api.SnapshotRestoreRequest{
-		Name:     opts.NewName,
-		DiskOnly: opts.DiskOnly,
+		Name:        opts.NewName,
+		DiskOnly:    opts.DiskOnly,
+		FromOffsite: opts.FromOffsite,
 	})
 	if err != nil {
 		return err

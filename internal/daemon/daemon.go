@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
+	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
@@ -41,6 +42,9 @@ type Config struct {
 	InitBinary string // cairn-init binary on the host
 	CacheDir   string // downloads kept between image builds; default DataDir/cache
 	DiskLimit  int64  // the default account's disk limit in bytes; 0 is unlimited
+	// Offsite is the default account's off-site configuration; the zero
+	// value is two directories under DataDir (see offsite.Config).
+	Offsite offsite.Config
 }
 
 func (c *Config) defaults() {
@@ -88,9 +92,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("metadata: %w", err)
 	}
 	defer store.Close()
-	if _, err := store.EnsureAccount(ctx, server.DefaultAccount); err != nil {
+	acct, err := store.EnsureAccount(ctx, server.DefaultAccount)
+	if err != nil {
 		return err
 	}
+	offsiteCfg, err := cfg.Offsite.WithDefaults(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	offsiteSvc := offsite.New(offsiteCfg, store, acct, time.Now)
 
 	opsCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
@@ -110,10 +120,12 @@ func Run(ctx context.Context, cfg Config) error {
 		Ops:        ops,
 		Now:        time.Now,
 		DiskLimit:  cfg.DiskLimit,
+		Offsite:    offsiteSvc,
 	})
 	if err != nil {
 		return err
 	}
+	offsiteSvc.SetDisk(mgr)
 	defer mgr.Close()
 	srv = server.New(mgr, images, ops, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
@@ -121,6 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	go mgr.RunScheduler(opsCtx)
+	go offsiteSvc.Run(opsCtx)
 
 	ln, err := listen(cfg.Socket)
 	if err != nil {

@@ -140,6 +140,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	}
 	undo.Success()
 	m.refreshBrowseSoon(sb)
+	m.offsiteChanged()
 	slog.Info("checkpoint created", "sandbox", sb.Name, "id", ck.Seq, "global_id", ck.ID, "trigger", ck.Trigger,
 		"consistency", ck.Consistency, "memory", ck.HasMemory, "paused", res.Paused, "quiesce", res.Quiesce, "memory_save", res.MemorySave)
 	return ck, res, nil
@@ -272,8 +273,8 @@ func (m *Manager) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 		ID: ck.Seq, GlobalID: ck.ID, Sandbox: ck.SandboxName, Name: ck.Name, Trigger: ck.Trigger,
 		Consistency: ck.Consistency, Comment: ck.Comment, Label: ck.Label, HasMemory: ck.HasMemory,
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
-		Offsite: "pending",
 	}
+	out.Offsite, out.OffsiteDetail = m.offsiteStatus(ck)
 	for _, path := range m.ckPaths(ck) {
 		if u, ok := usage[m.cfg.Pool.Rel(path)]; ok {
 			out.SizeExclusive += u.Exclusive
@@ -370,9 +371,13 @@ func (m *Manager) deleteCheckpoint(ctx context.Context, acct metadata.Account, c
 			return err
 		}
 	}
-	if err := m.cfg.Pool.Reclaim(ctx, disk); err != nil {
-		return err
+	m.offsiteForget(ck)
+	if ok, _ := volume.IsSubvolume(disk); ok { // its local copy may be gone already
+		if err := m.cfg.Pool.Reclaim(ctx, disk); err != nil {
+			return err
+		}
 	}
+	m.offsiteChanged() // its manifest goes from the locations too
 	// The next newest checkpoint (if any) becomes browsable.
 	if sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID); err == nil {
 		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)

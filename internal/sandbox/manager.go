@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
 	"github.com/cairn-sandbox/cairn/internal/volume"
@@ -72,6 +73,9 @@ type Config struct {
 	// DiskLimit is the account's limit in bytes on what its sandboxes and
 	// checkpoints take in the pool; 0 is unlimited.
 	DiskLimit int64
+	// Offsite uploads checkpoints to the account's off-site locations and
+	// brings them back; nil: off-site copies are off.
+	Offsite *offsite.Service
 }
 
 // Manager owns every sandbox of this host.
@@ -216,6 +220,21 @@ func (m *Manager) lockDisk(id string) func() {
 	return l.Unlock
 }
 
+// lockDiskCtx is lockDisk for background work that must give way: it
+// stops waiting when ctx ends (whoever holds the lock may be waiting for
+// that work to end).
+func (m *Manager) lockDiskCtx(ctx context.Context, id string) (func(), error) {
+	l := m.diskLock(id)
+	for !l.TryLock() {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return l.Unlock, nil
+}
+
 // lifecycleOp runs fn as an operation on sb, which the caller marked busy
 // (acquire): with sb's disk lock held, and sb no longer busy at the end.
 func (m *Manager) lifecycleOp(kind string, sb metadata.Sandbox, fn operation.Func) *operation.Op {
@@ -269,6 +288,7 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	if last, err := m.cfg.Store.LatestCheckpoint(ctx, sb.ID); err == nil {
 		out.LastCheckpointAt = &last.CreatedAt
 	}
+	out.LastOffsiteAt, out.OffsiteOff = m.lastOffsite(ctx, sb)
 	out.CurrentCheckpoint = m.checkpointRef(ctx, sb, sb.CurrentCheckpoint)
 	out.SavedSession = m.checkpointRef(ctx, sb, sb.ResumeCheckpoint)
 	out.SourceCheckpoint = m.checkpointRef(ctx, metadata.Sandbox{}, sb.SourceCheckpoint)

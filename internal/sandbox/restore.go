@@ -38,22 +38,39 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 		if err != nil {
 			return nil, err
 		}
-		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly)
+		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite)
 	}
 	sb, err := m.acquire(ctx, account, name, api.StateRestoring)
 	if err != nil {
 		return nil, err
 	}
 	ck, err := m.findCheckpoint(ctx, sb, ref)
+	var fromOffsite bool
 	if err == nil {
-		_, err = m.memoryImage(ck, req.DiskOnly)
+		fromOffsite, err = m.restoreSource(ck, req.FromOffsite)
+	}
+	diskOnly := req.DiskOnly || fromOffsite // memory is not kept off-site
+	if err == nil {
+		_, err = m.memoryImage(ck, diskOnly)
 	}
 	if err != nil {
 		m.end(sb.ID)
 		return nil, err
 	}
 	return m.lifecycleOp("sandbox.restore", sb, func(ctx context.Context, op *operation.Op) (any, error) {
-		if err := m.restoreInPlace(ctx, op, sb, ck, !req.NoSafetyCheckpoint, req.DiskOnly); err != nil {
+		src := m.ckPath(ck)
+		if fromOffsite {
+			if ck.HasMemory && !req.DiskOnly {
+				op.Infof("Memory images are not kept off-site: the sandbox boots from the restored disk")
+			}
+			dir, done, err := m.fetchOffsite(ctx, op, ck, sb.ID)
+			if err != nil {
+				return nil, err
+			}
+			defer done()
+			src = dir
+		}
+		if err := m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly); err != nil {
 			return nil, err
 		}
 		op.Progress("Sandbox %s restored to %s", name, ck.Seq)
@@ -61,7 +78,9 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 	}), nil
 }
 
-func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, safety, diskOnly bool) error {
+// restoreInPlace swaps in a writable snapshot of src, the disk of ck (its
+// local copy, or one fetched from off-site).
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src string, safety, diskOnly bool) error {
 	undo := revert.New()
 	defer undo.Fail()
 
@@ -99,7 +118,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	if err := m.cfg.Pool.Delete(ctx, staging); err != nil {
 		return err
 	}
-	if err := m.cfg.Pool.Snapshot(ctx, m.ckPath(ck), staging, false); err != nil {
+	if err := m.cfg.Pool.Snapshot(ctx, src, staging, false); err != nil {
 		return err
 	}
 	// One atomic exchange: a crash leaves either the old root or the new
@@ -143,7 +162,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 
 // RestoreSnapshot restores a checkpoint named account-wide (global id,
 // snapshot name, or SANDBOX/ID) as a new sandbox.
-func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref, newName string, diskOnly bool) (*operation.Op, error) {
+func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref string, req api.SnapshotRestoreRequest) (*operation.Op, error) {
 	acct, err := m.cfg.Store.AccountByName(ctx, account)
 	if err != nil {
 		return nil, err
@@ -152,15 +171,22 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref, newName str
 	if err != nil {
 		return nil, err
 	}
-	return m.restoreAsNew(ctx, acct, ck, newName, diskOnly)
+	return m.restoreAsNew(ctx, acct, ck, req.Name, req.DiskOnly, req.FromOffsite)
 }
 
 // restoreAsNew makes and starts a new independent sandbox from ck; a
-// memory checkpoint's processes resume in it unless diskOnly.
-func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string, diskOnly bool) (*operation.Op, error) {
+// memory checkpoint's processes resume in it unless diskOnly. The disk
+// comes from off-site with fromOffsite, or when the local copy is gone.
+func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string, diskOnly, fromOffsite bool) (*operation.Op, error) {
 	if err := ValidateName(newName); err != nil {
 		return nil, err
 	}
+	fromOffsite, err := m.restoreSource(ck, fromOffsite)
+	if err != nil {
+		return nil, err
+	}
+	memWanted := ck.HasMemory && !diskOnly
+	diskOnly = diskOnly || fromOffsite // memory is not kept off-site
 	mem, err := m.memoryImage(ck, diskOnly)
 	if err != nil {
 		return nil, err
@@ -176,6 +202,21 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
 		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
+		if fromOffsite {
+			if memWanted {
+				op.Infof("Memory images are not kept off-site: %s boots from the restored disk", newName)
+			}
+			dir, done, err := m.fetchOffsite(ctx, op, ck, sb.ID)
+			if err != nil {
+				return nil, err
+			}
+			err = m.create(ctx, op, sb, dir, "")
+			done()
+			if err != nil {
+				return nil, err
+			}
+			return m.Get(ctx, acct.Name, newName)
+		}
 		unlock := m.lockDisk(ck.SandboxID) // the checkpoint's disk stays put
 		err := m.create(ctx, op, sb, m.ckPath(ck), mem)
 		unlock()

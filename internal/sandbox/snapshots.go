@@ -110,5 +110,14 @@ func (m *Manager) Account(ctx context.Context, account string) (api.AccountInfo,
 	if err != nil {
 		return api.AccountInfo{}, err
 	}
-	return api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: m.cfg.DiskLimit, Sandboxes: len(sbs), Checkpoints: len(cks)}, nil
+	info := api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: m.cfg.DiskLimit, Sandboxes: len(sbs), Checkpoints: len(cks)}
+	if m.cfg.Offsite != nil && m.cfg.Offsite.Enabled() {
+		info.OffsiteLocations = m.cfg.Offsite.Locations()
+		info.Offsite = map[string]int{}
+		for _, ck := range cks {
+			state, _ := m.cfg.Offsite.Status(ck)
+			info.Offsite[state]++
+		}
+	}
+	return info, nil
 }

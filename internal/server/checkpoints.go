@@ -73,7 +73,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	op, err := s.sandboxes.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req.Name, req.DiskOnly)
+	op, err := s.sandboxes.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req)
 	if err != nil {
 		return err
 	}
@@ -156,4 +156,18 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
+}
+
+func (s *Server) verify(w http.ResponseWriter, r *http.Request) error {
+	var req api.VerifyRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	op, err := s.sandboxes.Verify(r.Context(), s.account(r), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
 }

@@ -36,6 +36,7 @@ var routes = []route{
 	{"DELETE", "/v1/snapshots/{ref}", (*Server).deleteSnapshot},
 	{"POST", "/v1/snapshots/{ref}/restore", (*Server).restoreSnapshot},
 	{"GET", "/v1/account", (*Server).getAccount},
+	{"POST", "/v1/verify", (*Server).verify},
 	{"GET", "/v1/operations", (*Server).listOperations},
 	{"GET", "/v1/operations/{id}", (*Server).getOperation},
 	{"GET", "/v1/operations/{id}/events", (*Server).operationEvents},

@@ -83,11 +83,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // statusOf maps an error code to its HTTP status.
 func statusOf(code string) int {
 	switch code {
-	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService:
+	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation:
 		return http.StatusNotFound
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
-		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory:
+		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite:
 		return http.StatusConflict
+	case api.CodeOffsiteUnavailable:
+		return http.StatusServiceUnavailable
+	case api.CodeOffsiteFailed:
+		return http.StatusBadGateway
 	case api.CodeExecFailed:
 		return http.StatusUnprocessableEntity
 	case api.CodeDiskLimit:

@@ -1,0 +1,46 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/cairn-sandbox/cairn/internal/offsite"
+	"github.com/cairn-sandbox/cairn/internal/server"
+)
+
+// File is cairnd's config file (--config), JSON. Today it holds the
+// accounts' off-site settings; cairnd serves one account, "default".
+// docs/offsite.md shows an example.
+type File struct {
+	Accounts map[string]AccountFile `json:"accounts"`
+}
+
+// AccountFile is one account's part of the config file.
+type AccountFile struct {
+	Offsite offsite.Config `json:"offsite"`
+}
+
+// LoadFile reads the config file at path into cfg. Unknown fields and
+// accounts other than the one cairnd serves are errors, so a typo does not
+// silently fall back to a default.
+func LoadFile(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	for name, a := range f.Accounts {
+		if name != server.DefaultAccount {
+			return fmt.Errorf("config %s: account %q: this cairnd serves one account, %q", path, name, server.DefaultAccount)
+		}
+		cfg.Offsite = a.Offsite
+	}
+	return nil
+}

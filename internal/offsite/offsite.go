@@ -1,0 +1,588 @@
+// Package offsite keeps an account's checkpoints in its two off-site
+// locations: a background queue uploads every checkpoint to the account's
+// repository (package repo: chunked, deduplicated, compressed, encrypted),
+// deletes from it what the account deleted, brings a location that missed
+// uploads or deletes up to date once it answers again, and reads
+// checkpoints back for a restore or a verify. docs/offsite.md says how it
+// behaves; docs/repository-format.md is the format.
+//
+// The metadata store is the truth about which checkpoints exist: a
+// checkpoint row without an off-site manifest is waiting for its upload, and
+// a manifest in the repository that no row names is deleted. So a daemon
+// killed at any point converges on restart: an upload that did not record
+// its manifest is redone (the repository's garbage collection drops what it
+// left), a delete that did not reach the repository is done again.
+package offsite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/repo"
+	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
+)
+
+// ErrLocalGone is returned by a DiskSource when a checkpoint's local copy no
+// longer exists.
+var ErrLocalGone = errors.New("the checkpoint's local copy is gone")
+
+// DiskSource lends the upload queue a checkpoint's disk.
+type DiskSource interface {
+	// HoldCheckpointDisk returns a directory holding checkpoint ck's disk
+	// as it was taken, unchanged until release is called, and about how
+	// many bytes it holds; or an error wrapping ErrLocalGone.
+	HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (dir string, bytes int64, release func(), err error)
+}
+
+// pollInterval is how often the queue looks for work when nobody woke it.
+const pollInterval = 5 * time.Second
+
+// Service is the off-site side of one account.
+type Service struct {
+	cfg     Config
+	store   metadata.Store
+	account metadata.Account
+	now     func() time.Time
+	wake    chan struct{}
+
+	mu        sync.Mutex
+	disk      DiskSource
+	repo      *repo.Repository // nil until opened
+	repoErr   error            // why repo is nil
+	openRetry backoff
+	upload    *transfer             // the running upload
+	ckFail    map[string]*ckFailure // by checkpoint id
+	locErr    map[string]error      // by location: why it lags
+	locRetry  map[string]*backoff
+	repairing string // the location being brought up to date
+
+	// Set once the repository is open: what a key slot is made of, for a
+	// location that lacks one.
+	key      *crypto.Key
+	secret   []byte
+	locs     []repo.Location
+	freshKey bool // this daemon made the key file: no repository can exist for it yet
+}
+
+type transfer struct {
+	ck     string
+	prog   api.TransferProgress
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the upload let go of the disk
+}
+
+type ckFailure struct {
+	err   error
+	retry backoff
+	final bool // not retried (the local copy is gone)
+}
+
+// backoff spaces attempts: 1 s, 2 s, 4 s… up to max.
+type backoff struct {
+	n    int
+	next time.Time
+}
+
+func (b *backoff) failed(now time.Time, max time.Duration) {
+	d := time.Second << min(b.n, 16)
+	b.n++
+	b.next = now.Add(min(d, max))
+}
+
+func (b *backoff) due(now time.Time) bool { return !now.Before(b.next) }
+
+// New returns the service of account. cfg must have its defaults
+// (Config.WithDefaults). Call SetDisk before Run.
+func New(cfg Config, store metadata.Store, account metadata.Account, now func() time.Time) *Service {
+	return &Service{cfg: cfg, store: store, account: account, now: now, wake: make(chan struct{}, 1),
+		ckFail: map[string]*ckFailure{}, locErr: map[string]error{}, locRetry: map[string]*backoff{}}
+}
+
+// SetDisk gives the service the source of checkpoint disks.
+func (s *Service) SetDisk(d DiskSource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disk = d
+}
+
+// Enabled reports whether off-site copies are on.
+func (s *Service) Enabled() bool { return !s.cfg.Disabled }
+
+// Locations returns the names of the account's locations.
+func (s *Service) Locations() []string {
+	var out []string
+	for _, l := range s.cfg.Locations {
+		out = append(out, l.Name)
+	}
+	return out
+}
+
+// Wake tells the queue that checkpoints were created or deleted.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run works the queue until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	if s.cfg.Disabled {
+		return
+	}
+	for {
+		more := s.step(ctx)
+		wait := pollInterval
+		if more {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// step does one piece of work and reports whether more is waiting.
+func (s *Service) step(ctx context.Context) bool {
+	r := s.ensureRepo(ctx)
+	if r == nil {
+		return false
+	}
+	cks, err := s.store.AllCheckpoints(ctx)
+	if err != nil {
+		slog.Warn("off-site: list checkpoints", "err", err)
+		return false
+	}
+	s.deleteUnlisted(ctx, r, cks)
+	if s.uploadNext(ctx, r, cks) {
+		return true
+	}
+	s.repairLagging(ctx, r)
+	return false
+}
+
+// ensureRepo opens (or, on first use, creates) the repository; nil while
+// it cannot.
+func (s *Service) ensureRepo(ctx context.Context) *repo.Repository {
+	s.mu.Lock()
+	if s.repo != nil || !s.openRetry.due(s.now()) {
+		r := s.repo
+		s.mu.Unlock()
+		return r
+	}
+	s.mu.Unlock()
+	r, err := s.openRepo(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.repoErr == nil || s.repoErr.Error() != err.Error() {
+			slog.Warn("off-site repository unavailable", "err", err)
+		}
+		s.repoErr = err
+		s.openRetry.failed(s.now(), time.Duration(s.cfg.RetryMax))
+		return nil
+	}
+	s.repo, s.repoErr, s.openRetry = r, nil, backoff{}
+	for name, e := range r.Unavailable() {
+		s.locErr[name] = e
+	}
+	slog.Info("off-site repository open", "locations", s.Locations())
+	return r
+}
+
+// errWrongKey is what a key file that opens no key slot gets.
+var errWrongKey = errors.New("the key file does not open this account's repository (wrong key); checkpoints stay local")
+
+func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
+	secret, created, err := keySecret(s.cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		s.mu.Lock()
+		s.freshKey = true
+		s.mu.Unlock()
+	}
+	locs, err := s.cfg.open()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		key                  *crypto.Key
+		withSlots, reachable int
+		errs                 []error
+		answering            []repo.Location
+	)
+	for _, l := range locs {
+		slots, err := l.Backend.List(ctx, "keys/")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
+			continue
+		}
+		reachable++
+		answering = append(answering, l)
+		if len(slots) == 0 {
+			continue
+		}
+		withSlots++
+		if key != nil {
+			continue
+		}
+		k, err := repo.LoadKey(ctx, l, secret)
+		if errors.Is(err, crypto.ErrWrongPassphrase) {
+			continue
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
+			continue
+		}
+		key = k
+	}
+	switch {
+	case key == nil && withSlots > 0:
+		return nil, errWrongKey
+	case key == nil && (reachable == 0 || reachable < len(locs) && !s.isFreshKey()):
+		// A repository may exist where we cannot look: never make a
+		// second one with another key. (With a key file this daemon just
+		// made, none can exist that it could open.)
+		return nil, fmt.Errorf("locations unreachable: %w", errors.Join(errs...))
+	case key == nil:
+		if key, err = crypto.NewKey(); err != nil {
+			return nil, err
+		}
+		// In the locations that answer; one that is down gets its key
+		// slot and everything else when it is back (repairLagging).
+		if err := repo.SaveKey(ctx, key, secret, crypto.DefaultKDF, answering...); err != nil {
+			return nil, err
+		}
+		if _, err := repo.Init(ctx, key, answering...); err != nil && !errors.Is(err, repo.ErrExists) {
+			return nil, err
+		}
+		slog.Info("off-site repository created", "locations", s.Locations())
+	}
+	r, err := repo.Open(ctx, key, locs...)
+	if errors.Is(err, repo.ErrNotInitialized) {
+		// Key slots without heads: a crash between the two.
+		if _, err := repo.Init(ctx, key, answering...); err != nil && !errors.Is(err, repo.ErrExists) {
+			return nil, err
+		}
+		r, err = repo.Open(ctx, key, locs...)
+	}
+	if errors.Is(err, repo.ErrWrongKey) {
+		return nil, errWrongKey
+	}
+	if err == nil {
+		s.mu.Lock()
+		s.key, s.secret, s.locs = key, secret, locs
+		s.mu.Unlock()
+	}
+	return r, err
+}
+
+func (s *Service) isFreshKey() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freshKey
+}
+
+// ensureKeySlot stores a key slot in location name if it has none, so the
+// key can be recovered from any location (one that was down when the
+// repository was made has none).
+func (s *Service) ensureKeySlot(ctx context.Context, name string) error {
+	s.mu.Lock()
+	key, secret, locs := s.key, s.secret, s.locs
+	s.mu.Unlock()
+	for _, l := range locs {
+		if l.Name != name {
+			continue
+		}
+		slots, err := l.Backend.List(ctx, "keys/")
+		if err != nil || len(slots) > 0 {
+			return err
+		}
+		return repo.SaveKey(ctx, key, secret, crypto.DefaultKDF, l)
+	}
+	return nil
+}
+
+// deleteUnlisted deletes from the repository every manifest no checkpoint
+// row names: deleted checkpoints, and uploads a crash kept from being
+// recorded.
+func (s *Service) deleteUnlisted(ctx context.Context, r *repo.Repository, cks []metadata.Checkpoint) {
+	named := map[string]bool{}
+	for _, ck := range cks {
+		if ck.OffsiteManifest != "" {
+			named[ck.OffsiteManifest] = true
+		}
+	}
+	var drop []repo.ManifestRef
+	for _, ref := range r.List() {
+		if !named[ref.ID] {
+			drop = append(drop, ref)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	start := s.now()
+	err := r.Delete(ctx, drop...)
+	if errors.Is(err, repo.ErrConflict) {
+		s.reload(ctx, r)
+	}
+	if err != nil {
+		slog.Warn("off-site: delete", "manifests", len(drop), "err", err)
+		s.noteLocationErrors(r, err)
+		return
+	}
+	slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
+}
+
+// uploadNext uploads the oldest checkpoint that waits for it, if any.
+func (s *Service) uploadNext(ctx context.Context, r *repo.Repository, cks []metadata.Checkpoint) bool {
+	now := s.now()
+	var next *metadata.Checkpoint
+	s.mu.Lock()
+	for i := range cks {
+		ck := &cks[i]
+		if ck.OffsiteManifest != "" {
+			continue
+		}
+		if f := s.ckFail[ck.ID]; f != nil && (f.final || !f.retry.due(now)) {
+			continue
+		}
+		if next == nil || ck.CreatedAt.Before(next.CreatedAt) {
+			next = ck
+		}
+	}
+	disk := s.disk
+	s.mu.Unlock()
+	if next == nil || disk == nil {
+		return false
+	}
+	s.uploadOne(ctx, r, disk, *next, cks)
+	return true
+}
+
+func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSource, ck metadata.Checkpoint, cks []metadata.Checkpoint) {
+	log := slog.With("sandbox", ck.SandboxName, "checkpoint", ck.Seq, "global_id", ck.ID)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := &transfer{ck: ck.ID, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	s.upload = t
+	s.mu.Unlock()
+	defer close(t.done)
+	dir, total, release, err := disk.HoldCheckpointDisk(ctx, ck)
+	if err != nil {
+		s.mu.Lock()
+		s.upload = nil
+		s.mu.Unlock()
+		s.failCheckpoint(ck.ID, err, errors.Is(err, ErrLocalGone))
+		log.Warn("off-site: upload", "err", err)
+		return
+	}
+	defer release()
+	var parent *repo.ManifestRef
+	if p := s.parentOf(ctx, r, ck, cks); p != "" {
+		parent = &repo.ManifestRef{ID: p}
+	}
+	start := s.now()
+	s.mu.Lock()
+	t.prog = api.TransferProgress{BytesTotal: total, StartedAt: start}
+	s.mu.Unlock()
+	ref, st, err := r.Backup(ctx, dir, repo.BackupOptions{Parent: parent, Progress: func(st repo.Stats) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.upload.prog = progressOf(st, total, start, s.now())
+	}})
+	s.mu.Lock()
+	s.upload = nil
+	for name, e := range st.Failed {
+		s.locErr[name] = e
+		s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+	}
+	s.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, repo.ErrConflict) {
+			s.reload(ctx, r)
+		}
+		if ctx.Err() != nil {
+			log.Info("off-site: upload cancelled")
+			return
+		}
+		s.failCheckpoint(ck.ID, err, false)
+		log.Warn("off-site: upload failed", "err", err)
+		return
+	}
+	if err := s.store.SetCheckpointOffsite(ctx, ck.ID, ref.ID); err != nil {
+		// Deleted meanwhile (ErrNotFound): deleteUnlisted drops the
+		// manifest. Otherwise the upload is redone.
+		log.Info("off-site: upload not recorded", "err", err)
+		return
+	}
+	s.mu.Lock()
+	delete(s.ckFail, ck.ID)
+	s.mu.Unlock()
+	took := s.now().Sub(start)
+	log.Info("off-site: uploaded", "manifest", ref.ID[:12], "files_read", st.FilesRead, "read", st.BytesRead,
+		"new_chunks", st.ChunksNew, "sent", st.BytesUploaded, "took", took.Round(time.Millisecond), "failed_locations", len(st.Failed))
+}
+
+// Forget stops the upload of checkpoint id, if one runs, and returns once
+// it has let go of the checkpoint's disk, so deleting the checkpoint frees
+// its space at once. The manager calls it before deleting a checkpoint.
+func (s *Service) Forget(id string) {
+	s.mu.Lock()
+	t := s.upload
+	delete(s.ckFail, id)
+	s.mu.Unlock()
+	if t == nil || t.ck != id {
+		return
+	}
+	t.cancel()
+	select {
+	case <-t.done:
+	case <-time.After(30 * time.Second):
+		slog.Warn("off-site: cancelled upload did not end", "checkpoint", id)
+	}
+}
+
+func progressOf(st repo.Stats, total int64, start, now time.Time) api.TransferProgress {
+	p := api.TransferProgress{BytesDone: st.BytesRead, BytesTotal: total, BytesSent: st.BytesUploaded,
+		Files: st.FilesRead, StartedAt: start}
+	if d := now.Sub(start).Seconds(); d > 0 {
+		p.BytesPerSec = float64(st.BytesRead) / d
+	}
+	return p
+}
+
+// parentOf picks the manifest whose unchanged files ck's upload reuses
+// without reading them: the newest uploaded checkpoint of the same sandbox
+// taken before ck, else the checkpoint the sandbox was forked or restored
+// from. Inode numbers and change times carry over between snapshots of one
+// lineage, which is what the reuse relies on.
+func (s *Service) parentOf(ctx context.Context, r *repo.Repository, ck metadata.Checkpoint, cks []metadata.Checkpoint) string {
+	stored := map[string]bool{}
+	for _, ref := range r.List() {
+		stored[ref.ID] = true
+	}
+	var best *metadata.Checkpoint
+	for i := range cks {
+		c := &cks[i]
+		if c.SandboxID == ck.SandboxID && c.ID != ck.ID && stored[c.OffsiteManifest] && !c.CreatedAt.After(ck.CreatedAt) &&
+			(best == nil || c.CreatedAt.After(best.CreatedAt)) {
+			best = c
+		}
+	}
+	if best != nil {
+		return best.OffsiteManifest
+	}
+	sb, err := s.store.SandboxByID(ctx, ck.SandboxID)
+	if err != nil || sb.SourceCheckpoint == "" {
+		return ""
+	}
+	for _, c := range cks {
+		if c.ID == sb.SourceCheckpoint && stored[c.OffsiteManifest] {
+			return c.OffsiteManifest
+		}
+	}
+	return ""
+}
+
+func (s *Service) failCheckpoint(id string, err error, final bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.ckFail[id]
+	if f == nil {
+		f = &ckFailure{}
+		s.ckFail[id] = f
+	}
+	f.err, f.final = err, final
+	f.retry.failed(s.now(), time.Duration(s.cfg.RetryMax))
+}
+
+func (s *Service) retryOf(location string) *backoff {
+	b := s.locRetry[location]
+	if b == nil {
+		b = &backoff{}
+		s.locRetry[location] = b
+	}
+	return b
+}
+
+// noteLocationErrors records the locations that a failed repository call
+// could not reach.
+func (s *Service) noteLocationErrors(r *repo.Repository, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, e := range r.Unavailable() {
+		s.locErr[name] = e
+		s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+	}
+	_ = err
+}
+
+func (s *Service) reload(ctx context.Context, r *repo.Repository) {
+	if err := r.Reload(ctx); err != nil {
+		slog.Warn("off-site: reload", "err", err)
+	}
+}
+
+// repairLagging brings a location that misses checkpoints (or was down, or
+// failed a call) up to date from the other, when its backoff allows.
+func (s *Service) repairLagging(ctx context.Context, r *repo.Repository) {
+	refs := r.List()
+	for _, name := range s.Locations() {
+		s.mu.Lock()
+		_, failed := s.locErr[name]
+		due := s.retryOf(name).due(s.now())
+		s.mu.Unlock()
+		if !failed && !lacks(r, name, refs) || !due {
+			continue
+		}
+		s.mu.Lock()
+		s.repairing = name
+		s.mu.Unlock()
+		err := r.Reload(ctx)
+		var rep *repo.Report
+		if err == nil {
+			if e := r.Unavailable()[name]; e != nil {
+				err = e
+			} else if rep, err = r.Repair(ctx, name); err == nil {
+				err = s.ensureKeySlot(ctx, name)
+			}
+		}
+		s.mu.Lock()
+		s.repairing = ""
+		if err != nil {
+			s.locErr[name] = err
+			s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+			s.mu.Unlock()
+			slog.Warn("off-site: location lags", "location", name, "err", err)
+			continue
+		}
+		delete(s.locErr, name)
+		delete(s.locRetry, name)
+		s.mu.Unlock()
+		slog.Info("off-site: location up to date", "location", name, "copied", len(rep.Repaired))
+	}
+}
+
+// lacks reports whether location misses one of refs.
+func lacks(r *repo.Repository, location string, refs []repo.ManifestRef) bool {
+	for _, ref := range refs {
+		if !slices.Contains(r.Holders(ref), location) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,188 @@
+package offsite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/repo"
+)
+
+// Status returns checkpoint ck's off-site state as checkpoint list and
+// info show it ("uploaded ×2", "uploaded ×1", "uploading", "pending",
+// "failed", or "off") and in full.
+func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
+	if s.cfg.Disabled {
+		return api.OffsiteOff, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := &api.OffsiteDetail{Manifest: ck.OffsiteManifest}
+	if ck.OffsiteManifest == "" {
+		state := api.OffsitePending
+		switch f := s.ckFail[ck.ID]; {
+		case s.upload != nil && s.upload.ck == ck.ID:
+			state = api.OffsiteUploading
+			p := s.upload.prog
+			d.Progress = &p
+		case f != nil:
+			state, d.Error = api.OffsiteFailed, f.err.Error()
+		case s.repo == nil && errors.Is(s.repoErr, errWrongKey):
+			state, d.Error = api.OffsiteFailed, s.repoErr.Error()
+		case s.repo == nil && s.repoErr != nil:
+			d.Error = "waiting: " + s.repoErr.Error()
+		}
+		for _, name := range s.Locations() {
+			loc := api.OffsiteLocation{Name: name, State: state}
+			if e := s.locErr[name]; e != nil && state != api.OffsiteUploading {
+				loc.Error = e.Error()
+			}
+			d.Locations = append(d.Locations, loc)
+		}
+		return state, d
+	}
+	var holders []string
+	if s.repo != nil {
+		holders = s.repo.Holders(repo.ManifestRef{ID: ck.OffsiteManifest})
+	} else if s.repoErr != nil {
+		d.Error = "locations not readable now: " + s.repoErr.Error()
+	}
+	for _, name := range s.Locations() {
+		loc := api.OffsiteLocation{Name: name, State: api.OffsitePending}
+		switch {
+		case slices.Contains(holders, name):
+			loc.State = api.OffsiteUploaded
+		case s.repairing == name:
+			loc.State = api.OffsiteUploading
+		case s.locErr[name] != nil:
+			loc.State, loc.Error = api.OffsiteFailed, s.locErr[name].Error()
+		}
+		d.Locations = append(d.Locations, loc)
+	}
+	if s.repo == nil {
+		return api.OffsiteUploaded, d
+	}
+	return fmt.Sprintf("%s ×%d", api.OffsiteUploaded, len(holders)), d
+}
+
+// Complete reports whether every location holds checkpoint ck.
+func (s *Service) Complete(ck metadata.Checkpoint) bool {
+	if s.cfg.Disabled || ck.OffsiteManifest == "" {
+		return false
+	}
+	s.mu.Lock()
+	r := s.repo
+	s.mu.Unlock()
+	return r != nil && len(r.Holders(repo.ManifestRef{ID: ck.OffsiteManifest})) == len(s.cfg.Locations)
+}
+
+// open returns the repository, or an R01 error saying why there is none.
+func (s *Service) opened(ctx context.Context) (*repo.Repository, error) {
+	if s.cfg.Disabled {
+		return nil, errdefs.New(api.CodeOffsiteUnavailable, "off-site copies are disabled in cairnd's config")
+	}
+	s.mu.Lock()
+	s.openRetry = backoff{} // a user is asking: try now
+	s.mu.Unlock()
+	if r := s.ensureRepo(ctx); r != nil {
+		return r, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return nil, errdefs.New(api.CodeOffsiteUnavailable, "the off-site repository cannot be opened: %v", s.repoErr)
+}
+
+// Restore rebuilds checkpoint ck's disk from the repository in dir (empty
+// or missing), verifying every chunk. progress, if not nil, is called as
+// the restore goes.
+func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(api.TransferProgress)) error {
+	r, err := s.opened(ctx)
+	if err != nil {
+		return err
+	}
+	ref := repo.ManifestRef{ID: ck.OffsiteManifest}
+	if ck.OffsiteManifest == "" || len(r.Holders(ref)) == 0 {
+		state, _ := s.Status(ck)
+		return errdefs.New(api.CodeNotOffsite, "checkpoint %s/%s is not off-site (state %s)", ck.SandboxName, ck.Seq, state)
+	}
+	start := s.now()
+	var last time.Time
+	err = r.Restore(ctx, ref, dir, repo.RestoreOptions{Progress: func(st repo.RestoreStats) {
+		now := s.now()
+		if progress == nil || now.Sub(last) < time.Second && st.BytesWritten < st.BytesTotal {
+			return
+		}
+		last = now
+		p := api.TransferProgress{BytesDone: st.BytesWritten, BytesTotal: st.BytesTotal, Files: st.Files, StartedAt: start}
+		if d := now.Sub(start).Seconds(); d > 0 {
+			p.BytesPerSec = float64(st.BytesWritten) / d
+		}
+		progress(p)
+	}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errdefs.New(api.CodeOffsiteFailed, "restore of checkpoint %s/%s from off-site failed: %v", ck.SandboxName, ck.Seq, err)
+	}
+	return nil
+}
+
+// Verify reads back and authenticates everything in the named location,
+// or in both when location is "", and unless noRepair copies what is
+// missing or damaged from the other. progress gets a line per step.
+func (s *Service) Verify(ctx context.Context, location string, noRepair bool, progress func(string, ...any)) ([]api.LocationReport, error) {
+	names := s.Locations()
+	if location != "" {
+		if !slices.Contains(names, location) {
+			return nil, errdefs.New(api.CodeNoLocation, "no off-site location %q (the account has %v)", location, names)
+		}
+		names = []string{location}
+	}
+	r, err := s.opened(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Reload(ctx); err != nil {
+		return nil, errdefs.New(api.CodeOffsiteUnavailable, "read the off-site repository: %v", err)
+	}
+	var out []api.LocationReport
+	for _, name := range names {
+		progress("Verifying location %s", name)
+		lr := api.LocationReport{Name: name}
+		rep, err := r.Verify(ctx, name)
+		if err != nil {
+			lr.Error = err.Error()
+			out = append(out, lr)
+			continue
+		}
+		lr.Objects, lr.Bytes, lr.Problems = rep.Objects, rep.Bytes, rep.Problems
+		lr.OK = rep.OK()
+		if !rep.OK() && !noRepair {
+			progress("Repairing location %s from the other (%d problems)", name, len(rep.Problems))
+			fixed, err := r.Repair(ctx, name)
+			if fixed != nil {
+				lr.Repaired = fixed.Repaired
+			}
+			if err != nil {
+				lr.Error = "repair: " + err.Error()
+			} else {
+				lr.OK = true
+				s.mu.Lock()
+				delete(s.locErr, name)
+				delete(s.locRetry, name)
+				s.mu.Unlock()
+			}
+		}
+		out = append(out, lr)
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	return out, nil
+}
