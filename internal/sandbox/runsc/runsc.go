@@ -4,6 +4,58 @@
 // flags, among them --overlay2=none (what the sandbox writes lands in its
 // root subvolume at once) and --host-uds=open (cairn-init can dial the
 // host's agent socket).
+//
+// # Pause and resume without runsc
+//
+// Pause and Resume sit inside a disk checkpoint's pause window, and a runsc
+// process costs ≈ 10 ms to start. So they do themselves what `runsc pause`
+// and `runsc resume` do (runsc/container/container.go at Pinned), which is
+// four steps on two files and one socket:
+//
+//  1. Take the container's lock: flock(2) LOCK_EX on
+//     STATE/<id>_sandbox:<id>.lock, the lock every runsc command holds while
+//     it reads or writes the state file next to it.
+//  2. Read STATE/<id>_sandbox:<id>.state (JSON, runsc's Container) and check
+//     its "status": Pause needs "running", Resume "paused", the only
+//     transitions runsc's changeStatus allows. Anything else is an error
+//     wrapping ErrWrongState, and nothing is sent.
+//  3. Call containerManager.Pause or containerManager.Resume on the
+//     sandbox's control socket ("sandbox"."controlSocketPath" in the state
+//     file, else STATE/runsc-<id>.sock): gVisor's urpc, one JSON object each
+//     way over a unix stream socket (see call).
+//  4. Write the state file again with only "status" changed, through a
+//     temporary file and a rename, then release the lock.
+//
+// The status check under the lock matters more than speed: the sentry's
+// pause is a counter, so a second pause needs a second resume, and a resume
+// without a pause panics the sentry and kills the sandbox. Checking the
+// recorded status under the same lock runsc takes, and recording the change
+// before releasing it, keeps the state file the one record of whether the
+// sandbox is paused, whoever paused it: `runsc state` (State), `runsc
+// resume`, `runsc checkpoint` and `runsc delete` see a sandbox paused here
+// exactly as if `runsc pause` had paused it, and cairnd's recovery finds and
+// resumes it. (runsc itself checks the status it read before taking the
+// lock, so this is, if anything, stricter.)
+//
+// Where it differs from runsc: runsc first asks a "running" sandbox whether
+// its container has stopped; here (one container per sandbox) a stopped
+// sandbox shows up as a refused connection instead, and runsc is run to
+// report it. runsc pauses the sandbox of a "created" container and then
+// panics instead of recording it; here that is ErrWrongState before anything
+// is sent. After a failed state file write, runsc leaves the sandbox
+// changed and the file not; here the change is undone with the opposite
+// call.
+//
+// Falling back: when the fast path fails for a reason that is not the
+// container's state and nothing has changed (no such file layout, state file
+// unreadable, no control socket, connection refused or closed before an
+// answer, an unknown method in a future runsc), Pause and Resume log it and
+// run `runsc pause`/`runsc resume` instead. They do not fall back when the
+// outcome may already be in effect: once the sandbox has the request, it
+// carries it out whether anyone waits or not, so the caller's context no
+// longer cuts the wait short, and if no answer comes within answerTimeout
+// the new status is recorded anyway (the sandbox will be in it) and an error
+// returned.
 package runsc
 
 import (
@@ -12,6 +64,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +79,10 @@ const Pinned = "gvisor.dev/gvisor/runsc@v0.0.0-20260905035102-160fafc42237"
 
 // ErrNotExist is returned for a container runsc does not know.
 var ErrNotExist = errors.New("container does not exist")
+
+// ErrWrongState is returned when a container's status does not allow the
+// call: pausing one that is not running, resuming one that is not paused.
+var ErrWrongState = errors.New("container is in the wrong state")
 
 // Runsc runs containers with one runsc binary and one state directory.
 type Runsc struct {
@@ -76,6 +133,9 @@ func (r *Runsc) run(ctx context.Context, args ...string) ([]byte, error) {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "does not exist") {
 			return nil, fmt.Errorf("runsc %s: %w", args[0], ErrNotExist)
+		}
+		if strings.Contains(msg, " in state ") {
+			return nil, fmt.Errorf("runsc %s: %w: %s", args[0], ErrWrongState, msg)
 		}
 		return nil, fmt.Errorf("runsc %s: %w: %s", args[0], err, msg)
 	}
@@ -170,15 +230,29 @@ func (r *Runsc) State(ctx context.Context, id string) (Status, int, error) {
 	return Status(st.Status), st.Pid, nil
 }
 
-// Pause freezes every process of container id.
+// Pause freezes every process of container id. It fails with
+// ErrWrongState unless the container is running. It talks to the sandbox
+// directly and runs `runsc pause` only if that cannot be done (see the
+// package comment).
 func (r *Runsc) Pause(ctx context.Context, id string) error {
-	_, err := r.run(ctx, "pause", id)
-	return err
+	return r.change(ctx, id, pauseTransition)
 }
 
-// Resume thaws container id.
+// Resume thaws container id. It fails with ErrWrongState unless the
+// container is paused. Like Pause, it runs `runsc resume` only as a fallback.
 func (r *Runsc) Resume(ctx context.Context, id string) error {
-	_, err := r.run(ctx, "resume", id)
+	return r.change(ctx, id, resumeTransition)
+}
+
+// change makes t through the control socket, else with runsc.
+func (r *Runsc) change(ctx context.Context, id string, t transition) error {
+	err := r.control(ctx, id, t)
+	var fb *fallbackError
+	if !errors.As(err, &fb) {
+		return err
+	}
+	slog.Warn("runsc: could not "+t.verb+" through the control socket; running runsc", "container", id, "err", fb.err)
+	_, err = r.run(ctx, t.verb, id)
 	return err
 }
 
