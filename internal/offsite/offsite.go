@@ -61,7 +61,8 @@ type Service struct {
 	ckFail    map[string]*ckFailure // by checkpoint id
 	locErr    map[string]error      // by location: why it lags
 	locRetry  map[string]*backoff
-	repairing string // the location being brought up to date
+	repairing string              // the location being brought up to date
+	holders   map[string][]string // manifest → locations holding it (refreshHolders)
 
 	// Set once the repository is open: what a key slot is made of, for a
 	// location that lacks one.
@@ -163,6 +164,7 @@ func (s *Service) step(ctx context.Context) bool {
 		slog.Warn("off-site: list checkpoints", "err", err)
 		return false
 	}
+	defer s.refreshHolders(r)
 	s.deleteUnlisted(ctx, r, cks)
 	if s.uploadNext(ctx, r, cks) {
 		return true
@@ -182,9 +184,9 @@ func (s *Service) ensureRepo(ctx context.Context) *repo.Repository {
 	}
 	s.mu.Unlock()
 	r, err := s.openRepo(ctx)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		if s.repoErr == nil || s.repoErr.Error() != err.Error() {
 			slog.Warn("off-site repository unavailable", "err", err)
 		}
@@ -192,12 +194,30 @@ func (s *Service) ensureRepo(ctx context.Context) *repo.Repository {
 		s.openRetry.failed(s.now(), time.Duration(s.cfg.RetryMax))
 		return nil
 	}
+	unavailable := r.Unavailable()
+	s.refreshHolders(r)
+	s.mu.Lock()
 	s.repo, s.repoErr, s.openRetry = r, nil, backoff{}
-	for name, e := range r.Unavailable() {
+	for name, e := range unavailable {
 		s.locErr[name] = e
 	}
+	s.mu.Unlock()
 	slog.Info("off-site repository open", "locations", s.Locations())
 	return r
+}
+
+// refreshHolders caches which locations hold each manifest, for Status.
+// The lock rule of the service: never call the repository while holding
+// s.mu (a backup holds the repository's lock while it reports progress,
+// which takes s.mu).
+func (s *Service) refreshHolders(r *repo.Repository) {
+	h := map[string][]string{}
+	for _, ref := range r.List() {
+		h[ref.ID] = r.Holders(ref)
+	}
+	s.mu.Lock()
+	s.holders = h
+	s.mu.Unlock()
 }
 
 // errWrongKey is what a key file that opens no key slot gets.
@@ -264,19 +284,18 @@ func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
 		if err := repo.SaveKey(ctx, key, secret, crypto.DefaultKDF, answering...); err != nil {
 			return nil, err
 		}
-		if _, err := repo.Init(ctx, key, answering...); err != nil && !errors.Is(err, repo.ErrExists) {
-			return nil, err
-		}
 		slog.Info("off-site repository created", "locations", s.Locations())
 	}
-	r, err := repo.Open(ctx, key, locs...)
-	if errors.Is(err, repo.ErrNotInitialized) {
-		// Key slots without heads: a crash between the two.
-		if _, err := repo.Init(ctx, key, answering...); err != nil && !errors.Is(err, repo.ErrExists) {
+	// Key slots but no heads where we can look: a new repository, or a
+	// crash (or a location failing) between the slots and the heads.
+	// Where no head can hide (every location answers, or the key file is
+	// this daemon's own), the heads are made now.
+	if reachable == len(locs) || s.isFreshKey() {
+		if err := initWhereEmpty(ctx, key, answering); err != nil {
 			return nil, err
 		}
-		r, err = repo.Open(ctx, key, locs...)
 	}
+	r, err := repo.Open(ctx, key, locs...)
 	if errors.Is(err, repo.ErrWrongKey) {
 		return nil, errWrongKey
 	}
@@ -286,6 +305,24 @@ func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
 		s.mu.Unlock()
 	}
 	return r, err
+}
+
+// initWhereEmpty creates the repository in locs unless one of them holds
+// heads already.
+func initWhereEmpty(ctx context.Context, key *crypto.Key, locs []repo.Location) error {
+	for _, l := range locs {
+		heads, err := l.Backend.List(ctx, "heads/")
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.Name, err)
+		}
+		if len(heads) > 0 {
+			return nil
+		}
+	}
+	if _, err := repo.Init(ctx, key, locs...); err != nil && !errors.Is(err, repo.ErrExists) {
+		return err
+	}
+	return nil
 }
 
 func (s *Service) isFreshKey() bool {
@@ -340,7 +377,7 @@ func (s *Service) deleteUnlisted(ctx context.Context, r *repo.Repository, cks []
 	}
 	if err != nil {
 		slog.Warn("off-site: delete", "manifests", len(drop), "err", err)
-		s.noteLocationErrors(r, err)
+		s.noteLocationErrors(r)
 		return
 	}
 	slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
@@ -423,6 +460,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 		log.Warn("off-site: upload failed", "err", err)
 		return
 	}
+	s.refreshHolders(r) // before the row names the manifest, so Status never shows ×0
 	if err := s.store.SetCheckpointOffsite(ctx, ck.ID, ref.ID); err != nil {
 		// Deleted meanwhile (ErrNotFound): deleteUnlisted drops the
 		// manifest. Otherwise the upload is redone.
@@ -521,14 +559,14 @@ func (s *Service) retryOf(location string) *backoff {
 
 // noteLocationErrors records the locations that a failed repository call
 // could not reach.
-func (s *Service) noteLocationErrors(r *repo.Repository, err error) {
+func (s *Service) noteLocationErrors(r *repo.Repository) {
+	unavailable := r.Unavailable()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, e := range r.Unavailable() {
+	for name, e := range unavailable {
 		s.locErr[name] = e
 		s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
 	}
-	_ = err
 }
 
 func (s *Service) reload(ctx context.Context, r *repo.Repository) {
@@ -561,6 +599,7 @@ func (s *Service) repairLagging(ctx context.Context, r *repo.Repository) {
 				err = s.ensureKeySlot(ctx, name)
 			}
 		}
+		s.refreshHolders(r)
 		s.mu.Lock()
 		s.repairing = ""
 		if err != nil {

@@ -375,3 +375,37 @@ func TestConfigChecks(t *testing.T) {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
 }
+
+// Status is called by every list while uploads run: it must never wait
+// for the repository (a backup reports progress under its lock).
+func TestStatusDuringUpload(t *testing.T) {
+	f := newFixture(t)
+	ck := f.checkpoint("c1", map[string][]byte{"a": randomBytes(t, 24<<20)})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.drain()
+	}()
+	sawUploading := false
+	for {
+		got := make(chan string, 1)
+		go func() { st, _ := f.svc.Status(f.row(ck.ID)); got <- st }()
+		select {
+		case st := <-got:
+			sawUploading = sawUploading || st == api.OffsiteUploading
+		case <-time.After(10 * time.Second):
+			t.Fatal("Status blocked during an upload")
+		}
+		select {
+		case <-done:
+			if st, _ := f.state(ck.ID); st != "uploaded ×2" {
+				t.Fatalf("after the upload: %s", st)
+			}
+			if !sawUploading {
+				t.Log("the upload ended before Status saw it running")
+			}
+			return
+		default:
+		}
+	}
+}

@@ -46,10 +46,8 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 		}
 		return state, d
 	}
-	var holders []string
-	if s.repo != nil {
-		holders = s.repo.Holders(repo.ManifestRef{ID: ck.OffsiteManifest})
-	} else if s.repoErr != nil {
+	holders := s.holders[ck.OffsiteManifest]
+	if s.repo == nil && s.repoErr != nil {
 		d.Error = "locations not readable now: " + s.repoErr.Error()
 	}
 	for _, name := range s.Locations() {
@@ -76,9 +74,8 @@ func (s *Service) Complete(ck metadata.Checkpoint) bool {
 		return false
 	}
 	s.mu.Lock()
-	r := s.repo
-	s.mu.Unlock()
-	return r != nil && len(r.Holders(repo.ManifestRef{ID: ck.OffsiteManifest})) == len(s.cfg.Locations)
+	defer s.mu.Unlock()
+	return s.repo != nil && len(s.holders[ck.OffsiteManifest]) == len(s.cfg.Locations)
 }
 
 // open returns the repository, or an R01 error saying why there is none.
@@ -169,6 +166,7 @@ func (s *Service) Verify(ctx context.Context, location string, noRepair bool, pr
 			if fixed != nil {
 				lr.Repaired = fixed.Repaired
 			}
+			s.refreshHolders(r)
 			if err != nil {
 				lr.Error = "repair: " + err.Error()
 			} else {

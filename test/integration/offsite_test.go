@@ -205,8 +205,6 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 	if out, errOut, code := d.cli("", "verify", "--offsite"); code != 0 || strings.Count(out, "intact") != 2 {
 		t.Fatalf("verify --offsite: exit %d\n%s\n%s", code, out, errOut)
 	}
-	// A checkpoint not off-site yet cannot be fetched from there.
-	d.mustCLI("checkpoint", "delete", "files", v1.ID)
 	if code := d.errorCode("checkpoint", "restore", "files", "v99", "--as", "nope", "--from-offsite"); code != api.CodeNoCheckpoint {
 		t.Fatalf("unknown checkpoint: code %s", code)
 	}
