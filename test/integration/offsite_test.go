@@ -452,3 +452,38 @@ func TestOffsiteWrongKeyAndBadCredentials(t *testing.T) {
 		t.Fatalf("bad credentials: %+v", ck.OffsiteDetail)
 	}
 }
+
+func TestOffsiteFullLocation(t *testing.T) {
+	// Primary is a directory on a 2 MiB file system: it fills up.
+	small := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	roomy := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
+		"offsite": map[string]any{"retry_max": "2s", "locations": []map[string]any{
+			{"name": "small", "dir": small}, {"name": "roomy", "dir": roomy}}}}}})
+	path := filepath.Join(t.TempDir(), "cairnd.json")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "--config", path)
+	d.create("full")
+	d.sh("full", "mkdir -p /data && head -c 8000000 /dev/urandom > /data/big")
+	ck := d.checkpoint("full")
+	got := d.waitOffsite("full", ck.ID, "uploaded ×1", time.Minute)
+	l := got.OffsiteDetail.Locations
+	if l[0].Name != "small" || l[0].State != "failed" || !strings.Contains(l[0].Error, "no space left") || l[1].State != "uploaded" {
+		t.Fatalf("full location: %+v", l)
+	}
+	// Nothing half-committed is visible there: its head lists no checkpoint.
+	if out, _, code := d.cli("", "verify", "--offsite", "--location", "small", "--no-repair"); code != 0 || !strings.Contains(out, "intact") {
+		t.Fatalf("verify of the full location: exit %d\n%s", code, out)
+	}
+	// The checkpoint restores from the other location.
+	d.mustCLI("checkpoint", "restore", "full", ck.ID, "--as", "full-copy", "--from-offsite")
+	if out := d.sh("full-copy", "wc -c < /data/big"); strings.TrimSpace(out) != "8000000" {
+		t.Fatalf("restored copy: %q", out)
+	}
+}
