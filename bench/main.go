@@ -12,7 +12,12 @@
 //   - memory (memory.go): memory checkpoint and restore in place at 64 MiB,
 //     512 MiB and 2 GiB of touched memory and fork of 10 from a memory
 //     checkpoint, against runsc checkpoint/restore by hand of the same
-//     sandbox and checkpoint; runsc's compression against none.
+//     sandbox and checkpoint; runsc's compression against none;
+//   - offsite (offsite*.go): off-site upload of a 1 GiB tree with
+//     internal/repo to an S3 server (versitygw), first and after 1% of the
+//     files changed, against restic backing up the same tree to another;
+//     time, bytes stored and bytes sent (its own temp dir and versitygw
+//     servers, removed at the end like the daemon's).
 //
 // Everything runs on a throw-away cairnd with its own data dir and loop
 // pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
@@ -48,6 +53,7 @@ var groups = []group{
 	{"skeleton", "create+start+exec and exec round trip vs. runsc by hand", benchSkeleton},
 	{"checkpoint", "disk checkpoint create (10 MiB/1 GiB/5 GiB), restore in place, fork of 10 vs. btrfs and runsc by hand", benchCheckpoint},
 	{"memory", "memory checkpoint and restore (64 MiB/512 MiB/2 GiB touched), fork of 10, compression vs. runsc by hand", benchMemory},
+	{"offsite", "off-site upload of 1 GiB to S3 (versitygw), first and incremental, vs. restic", benchOffsite},
 }
 
 // env is what every group gets: the daemon, its client and the floor.
