@@ -172,9 +172,13 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 		}
 	}
 
-	// Wipe the local copy: the restore fetches it from off-site by itself.
-	if out, err := exec.Command("btrfs", "subvolume", "delete", d.ckDir("files", v0)).CombinedOutput(); err != nil {
-		t.Fatalf("wipe local copy: %v: %s", err, out)
+	// Wipe the local copy, and the image too, as on a host that never saw
+	// it: the restore fetches the whole tree from off-site by itself.
+	image := filepath.Join(d.dataDir, "pool", "images", "busybox")
+	for _, dir := range []string{d.ckDir("files", v0), image} {
+		if out, err := exec.Command("btrfs", "subvolume", "delete", dir).CombinedOutput(); err != nil {
+			t.Fatalf("wipe %s: %v: %s", dir, err, out)
+		}
 	}
 	out, _, code := d.cli("", "verify")
 	if code != 1 || !strings.Contains(out, "files/v0: the local disk is gone") {
@@ -189,6 +193,9 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 	}
 	if out := d.sh("copy", "cat /data/a; ls /data/empty | wc -l"); out != "file A\n0\n" {
 		t.Fatalf("inside the restored copy: %q", out)
+	}
+	if _, err := os.Stat(image); !os.IsNotExist(err) {
+		t.Fatalf("the restore needed the image back: %v", err)
 	}
 
 	// --from-offsite while the local copy exists, with snapshot restore.
@@ -360,10 +367,10 @@ func TestOffsiteSurvivesKilledDaemon(t *testing.T) {
 		d.waitOffsite("k", id, "uploaded ×2", 2*time.Minute)
 	}
 	// Killed during deletes and garbage collection.
-	for _, id := range []string{"v0", "v1"} {
+	for id, delay := range map[string]time.Duration{"v0": 0, "v1": 60 * time.Millisecond} {
 		d.mustCLI("checkpoint", "delete", "k", id)
 		delete(want, id)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(delay)
 		d.kill(syscall.SIGKILL)
 		d.start()
 	}
