@@ -32,27 +32,42 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, sb := range rows {
-		st, pid, err := m.cfg.Runtime.State(ctx, sb.ID)
-		if err != nil && !errors.Is(err, runsc.ErrNotExist) {
+		if err := m.recoverOne(ctx, sb); err != nil {
+			// One sandbox that cannot be taken over must not keep
+			// cairnd (and every other sandbox) down: its container goes,
+			// and it starts again from its disk if it should run.
+			slog.Error("recover: cannot take over the sandbox's container; starting it again from its disk", "sandbox", sb.Name, "err", err)
+			logErr("recover: delete container", m.cfg.Runtime.Delete(ctx, sb.ID), "sandbox", sb.Name)
+			if sb.State == metadata.SandboxRunning {
+				m.restartInBackground(sb)
+			}
+		}
+	}
+	return nil
+}
+
+// recoverOne takes over sandbox sb's container as it finds it: resumes it
+// if a crash left it paused, adopts it if it runs, restarts it if it
+// should run and does not.
+func (m *Manager) recoverOne(ctx context.Context, sb metadata.Sandbox) error {
+	st, pid, err := m.cfg.Runtime.State(ctx, sb.ID)
+	if err != nil && !errors.Is(err, runsc.ErrNotExist) {
+		return err
+	}
+	if st == "paused" {
+		slog.Warn("recover: resuming sandbox left paused", "sandbox", sb.Name)
+		if err := m.cfg.Runtime.Resume(ctx, sb.ID); err != nil {
 			return err
 		}
-		if st == "paused" {
-			slog.Warn("recover: resuming sandbox left paused", "sandbox", sb.Name)
-			if err := m.cfg.Runtime.Resume(ctx, sb.ID); err != nil {
-				return err
-			}
-			st = "running"
-		}
-		switch {
-		case st == "running":
-			if err := m.adopt(ctx, sb, pid); err != nil {
-				return err
-			}
-		case sb.State == metadata.SandboxRunning:
-			m.restartInBackground(sb)
-		default:
-			logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, sb.ID), "sandbox", sb.Name)
-		}
+		st = "running"
+	}
+	switch {
+	case st == "running":
+		return m.adopt(ctx, sb, pid)
+	case sb.State == metadata.SandboxRunning:
+		m.restartInBackground(sb)
+	default:
+		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, sb.ID), "sandbox", sb.Name)
 	}
 	return nil
 }

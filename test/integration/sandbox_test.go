@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -193,6 +194,47 @@ func TestDaemonKilledWhileSandboxRuns(t *testing.T) {
 	list := d.mustCLI("list")
 	if !strings.Contains(list, "crash") || !strings.Contains(list, "running") {
 		t.Fatalf("list after kill -9:\n%s", list)
+	}
+}
+
+// A crash can leave a sandbox paused (cairnd killed inside a checkpoint's
+// pause window) and its sandbox process can die meanwhile: cairnd must
+// still start, and the sandbox come back from its disk.
+func TestDaemonStartsWhenAPausedSandboxDied(t *testing.T) {
+	d := startDaemon(t)
+	d.create("ok")
+	sb := d.create("gone")
+	d.sh("gone", "echo precious > /root/data && sync")
+	var info api.Sandbox
+	json.Unmarshal([]byte(d.mustCLI("--json", "info", "gone")), &info)
+	d.kill(syscall.SIGKILL)
+	runscRoot := filepath.Join(d.dataDir, "runsc")
+	if out, err := exec.Command("runsc", "--root", runscRoot, "pause", sb.ID).CombinedOutput(); err != nil {
+		t.Fatalf("runsc pause: %v: %s", err, out)
+	}
+	if info.Pid <= 0 {
+		t.Fatalf("no sandbox pid: %+v", info)
+	}
+	syscall.Kill(info.Pid, syscall.SIGKILL)
+	time.Sleep(200 * time.Millisecond)
+	d.start()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var got api.Sandbox
+		json.Unmarshal([]byte(d.mustCLI("--json", "info", "gone")), &got)
+		if got.State == api.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox whose process died while paused: %+v", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := d.sh("gone", "cat /root/data"); out != "precious\n" {
+		t.Fatalf("after its restart: %q", out)
+	}
+	if out := d.sh("ok", "echo fine"); out != "fine\n" {
+		t.Fatalf("the other sandbox: %q", out)
 	}
 }
 
