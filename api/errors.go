@@ -40,6 +40,7 @@ const (
 	CodeMemoryImageBad    = "K04" // the checkpoint's memory image is missing or corrupt (restore it --disk-only)
 	CodeNoMemory          = "K05" // the checkpoint holds no memory (restore it without --memory)
 	CodeNoCheckpoint      = "K08" // no checkpoint/snapshot with that id or name in the account
+	CodeLocalGone         = "K09" // the checkpoint's local copy is gone (restore it from off-site)
 
 	CodeDiskLimit = "L04" // the account's disk limit is reached
 

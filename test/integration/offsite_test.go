@@ -180,6 +180,9 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 			t.Fatalf("wipe %s: %v: %s", dir, err, out)
 		}
 	}
+	if code := d.errorCode("fork", "files", "--from-checkpoint", "v0"); code != api.CodeLocalGone {
+		t.Fatalf("fork of a wiped checkpoint: code %s, want %s", code, api.CodeLocalGone)
+	}
 	out, _, code := d.cli("", "verify")
 	if code != 1 || !strings.Contains(out, "files/v0: the local disk is gone") {
 		t.Fatalf("local verify after the wipe: exit %d\n%s", code, out)
