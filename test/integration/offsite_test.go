@@ -161,6 +161,12 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 	if ck.OffsiteDetail == nil || len(ck.OffsiteDetail.Locations) != 2 || ck.OffsiteDetail.Manifest == "" {
 		t.Fatalf("off-site detail: %+v", ck.OffsiteDetail)
 	}
+	if out := d.mustCLI("status", "files"); !strings.Contains(out, "· off-site ") || strings.Contains(out, "off-site —") {
+		t.Fatalf("status once v0 is off-site:\n%s", out)
+	}
+	if out := d.mustCLI("account"); !strings.Contains(out, "east, west: 1 uploaded ×2") {
+		t.Fatalf("account once v0 is off-site:\n%s", out)
+	}
 	for i, s := range srv {
 		if bucketBytes(t, s) < 3000000 {
 			t.Fatalf("location %d holds %d bytes, less than the random file", i, bucketBytes(t, s))
