@@ -56,6 +56,39 @@
 // longer cuts the wait short, and if no answer comes within answerTimeout
 // the new status is recorded anyway (the sandbox will be in it) and an error
 // returned.
+//
+// # Memory images
+//
+// Checkpoint runs `runsc checkpoint --compression=none`. Uncompressed, an
+// image is three files (checkpoint.img, pages_meta.img, pages.img) whose
+// pages restore reads in parallel; compression made checkpoint plus
+// restore 2.4-12x slower on a local disk (bench/RESULTS.md). Left out:
+// --exclude-committed-zero-pages, with which the sentry compares every
+// page it knows to be in use with zeros, not only the others, and leaves
+// the zero ones out. It halves the image and takes ~40% off the time when
+// half of memory is such zeros, but the comparison costs 50-130 ms per
+// GiB of memory that holds data (~4% of the checkpoint, all of it while
+// the sandbox is paused), and zeros the sentry has not seen committed
+// (through a read of memory statistics, or a save while they held data)
+// are left out without it.
+//
+// Restore runs plain `runsc restore`, which returns once all pages are
+// loaded. Measured on a btrfs pool on a loop file, 2 cores, and left out:
+// --direct on either side (O_DIRECT bypasses the page cache the image was
+// just written to: checkpoint 1.5-1.9x slower, restore 1.1-3x), and
+// restore --background, which lets runsc return before the pages are
+// loaded. The loader's parallel reads starve the rest of the restore (a
+// go-built runsc compiles the sentry's seccomp filter at every start: 20
+// ms alone, 0.4-0.6 s beside the loader), so runsc returns at most ~10%
+// earlier and the first exec no earlier (-3% to +40%). A page that then
+// fails to load kills the restored sandbox instead of failing Restore.
+//
+// Were --background used: the sandbox holds pages.img and pages_meta.img
+// open until the load ends (`runsc wait --restore`) and closes them then.
+// Deleting or renaming the image's subvolume meanwhile is safe, since
+// btrfs keeps a deleted subvolume until its last open file is closed, but
+// its space comes back only after the load. TestRestoreOutlivesItsImage
+// covers this and the plain restore.
 package runsc
 
 import (
@@ -194,15 +227,26 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 // memory image in imageDir (made by Checkpoint) instead of booting it: its
 // processes resume where they were. Like Start, it returns the host pid and
 // leaves nothing behind on failure.
+//
+// runsc restore returns once every page of the image is in the sandbox's
+// memory, and the sandbox has closed the image's files by then: imageDir
+// may be deleted as soon as Restore returns. (No --background, which would
+// return before the pages are loaded; see "Memory images" in the package
+// comment.)
 func (r *Runsc) Restore(ctx context.Context, spec Spec, imageDir string) (pid int, err error) {
 	return r.launch(ctx, spec, "restore", "--image-path="+imageDir)
 }
 
-// Checkpoint writes the memory image of container id into imageDir. With
+// Checkpoint writes the memory image of container id into imageDir:
+// checkpoint.img (the sentry's state), pages_meta.img and pages.img (the
+// memory pages, uncompressed), all of which Restore needs. With
 // leaveRunning the container carries on afterwards (as it was: a paused one
 // stays paused); without, it stops.
 func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, leaveRunning bool) error {
-	args := []string{"checkpoint", "--image-path=" + imageDir}
+	// Uncompressed is runsc's default at Pinned, but older versions
+	// compressed by default, into one checkpoint.img without pages.img,
+	// which cairn does not restore.
+	args := []string{"checkpoint", "--compression=none", "--image-path=" + imageDir}
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}

@@ -47,51 +47,12 @@ func counterSandbox(t testing.TB, stateRoot string) (*Runsc, string, string) {
 	t.Helper()
 	bin := requireRunsc(t)
 	dir := t.TempDir()
-	root, out := filepath.Join(dir, "root"), filepath.Join(dir, "out")
-	for _, d := range []string{"bin", "proc", "dev", "sys", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	busybox, _ := exec.LookPath("busybox")
-	data, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, applet := range []string{"sh", "usleep"} {
-		if err := os.Symlink("busybox", filepath.Join(root, "bin", applet)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if stateRoot == "" {
 		stateRoot = filepath.Join(dir, "state")
 	}
-	if err := os.MkdirAll(stateRoot, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// With --network=none runsc pins an empty network namespace with a
-	// bind mount in the state root; unmount it before the directory goes.
-	t.Cleanup(func() {
-		if err := unix.Unmount(filepath.Join(stateRoot, "null-netns"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			t.Errorf("unmount null-netns: %v", err)
-		}
-	})
-	r := New(bin, stateRoot)
+	r := New(bin, newStateRoot(t, stateRoot))
 	id := "pz-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	spec := Spec{
-		ID: id, Hostname: id, Root: root,
-		Args:      []string{"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done"},
-		Env:       []string{"PATH=/bin"},
-		Mounts:    []Mount{{Source: out, Destination: "/out"}},
-		BundleDir: filepath.Join(dir, "bundle"),
-		LogPath:   filepath.Join(dir, "console.log"),
-	}
+	spec := busyboxSpec(t, dir, id, "i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := r.Start(ctx, spec); err != nil {
@@ -102,9 +63,64 @@ func counterSandbox(t testing.TB, stateRoot string) (*Runsc, string, string) {
 			t.Errorf("delete: %v", err)
 		}
 	})
-	counter := filepath.Join(out, "count")
+	counter := filepath.Join(spec.Mounts[0].Source, "count")
 	waitAdvances(t, counter)
 	return r, id, counter
+}
+
+// newStateRoot makes the runsc state directory dir and cleans up after
+// runsc in it when the test ends.
+func newStateRoot(t testing.TB, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// With --network=none runsc pins an empty network namespace with a
+	// bind mount in the state root; unmount it before the directory goes.
+	t.Cleanup(func() {
+		if err := unix.Unmount(filepath.Join(dir, "null-netns"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("unmount null-netns: %v", err)
+		}
+	})
+	return dir
+}
+
+// busyboxSpec returns the spec of container id, a busybox root made in dir
+// whose init runs script with sh, with dir/out-<id> (made here) on /out.
+func busyboxSpec(t testing.TB, dir, id, script string) Spec {
+	t.Helper()
+	root, out := filepath.Join(dir, "root"), filepath.Join(dir, "out-"+id)
+	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
+		for _, d := range []string{"bin", "proc", "dev", "sys", "tmp"} {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		busybox, _ := exec.LookPath("busybox")
+		data, err := os.ReadFile(busybox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, applet := range []string{"sh", "usleep", "dd", "md5sum", "cat"} {
+			if err := os.Symlink("busybox", filepath.Join(root, "bin", applet)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return Spec{
+		ID: id, Hostname: id, Root: root,
+		Args:      []string{"/bin/sh", "-c", script},
+		Env:       []string{"PATH=/bin"},
+		Mounts:    []Mount{{Source: out, Destination: "/out"}},
+		BundleDir: filepath.Join(dir, "bundle-"+id),
+		LogPath:   filepath.Join(dir, "console-"+id+".log"),
+	}
 }
 
 // readCounter returns the counter; the shell truncates before it writes,

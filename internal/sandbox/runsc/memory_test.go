@@ -1,0 +1,181 @@
+package runsc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/internal/testenv"
+	"github.com/cairn-sandbox/cairn/internal/volume"
+)
+
+// TestRestoreOutlivesItsImage deletes a memory image (a btrfs subvolume, as
+// cairn keeps them) as soon as the restore from it returns: the restored
+// process must carry on from where it was, with its memory intact. Twice:
+// with Restore as cairn calls it, after which the sandbox no longer holds
+// the image, and with `runsc restore --background`, where the sandbox is
+// still reading the image when it is deleted (see "Memory images" in the
+// package comment).
+//
+// The memory checked is 256 MiB of random data in /tmp, gVisor's tmpfs,
+// whose pages live in the sentry's memory file like any process memory
+// and so travel in pages.img; the shell that wrote it keeps counting.
+func TestRestoreOutlivesItsImage(t *testing.T) {
+	bin := requireRunsc(t)
+	testenv.Require(t, "mkfs.btrfs", "btrfs")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	pool, err := volume.OpenLoop(ctx, dir, 2<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("umount", pool.Root()).Run() })
+	r := New(bin, newStateRoot(t, filepath.Join(dir, "state")))
+
+	const id = "mem"
+	spec := busyboxSpec(t, dir, id, `dd if=/dev/urandom of=/tmp/fill bs=1M count=256 2>/dev/null && md5sum /tmp/fill > /tmp/sum &&
+		i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done`)
+	counter := filepath.Join(spec.Mounts[0].Source, "count")
+	if _, err := r.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), id) })
+	for deadline := time.Now().Add(time.Minute); readCount(counter) < 20; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox did not fill its memory and count to 20 within a minute")
+		}
+	}
+
+	// A checkpoint that stops the sandbox, as a saved session does, and a
+	// second image of it for the second restore: a snapshot, whose files
+	// are not in the page cache, so that loading it takes a while.
+	image := pool.MemoryPath("a")
+	if err := pool.Create(ctx, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Checkpoint(ctx, id, image, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"checkpoint.img", "pages_meta.img", "pages.img"} {
+		if _, err := os.Stat(filepath.Join(image, f)); err != nil {
+			t.Fatalf("memory image: %v", err)
+		}
+	}
+	if err := r.WaitStopped(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	saved := readCount(counter)
+	if err := r.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	cold := pool.MemoryPath("b")
+	if err := pool.Snapshot(ctx, image, cold, false); err != nil {
+		t.Fatal(err)
+	}
+	dropCache(t, pool.Root(), filepath.Join(dir, "pool.img"))
+
+	// resumed checks the restored sandbox: it counts on from where it
+	// was, and its memory holds what it wrote before the checkpoint.
+	resumed := func(t *testing.T) {
+		t.Helper()
+		waitAdvances(t, counter)
+		if n := readCounter(t, counter); n < saved {
+			t.Fatalf("counter at %d after the restore, below the %d it had reached: booted afresh?", n, saved)
+		}
+		if out, err := r.run(ctx, "exec", id, "/bin/sh", "-c", "md5sum -c /tmp/sum"); err != nil {
+			t.Fatalf("memory changed by the restore: %v: %s", err, out)
+		}
+	}
+
+	t.Run("restore", func(t *testing.T) {
+		pid, err := r.Restore(ctx, spec, image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Delete(context.WithoutCancel(ctx), id)
+		if f := openImageFiles(pid); len(f) > 0 {
+			t.Errorf("the sandbox still holds %v after runsc restore returned", f)
+		}
+		if err := pool.Delete(ctx, image); err != nil {
+			t.Fatal(err)
+		}
+		resumed(t)
+	})
+
+	t.Run("background", func(t *testing.T) {
+		pid, err := r.launch(ctx, spec, "restore", "--image-path="+cold, "--background")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Delete(context.WithoutCancel(ctx), id)
+		held := openImageFiles(pid)
+		if err := pool.Delete(ctx, cold); err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		if len(held) == 0 {
+			t.Fatalf("the sandbox had loaded the whole image before it was deleted: nothing tested (make the fill larger)")
+		}
+		if _, err := r.run(ctx, "wait", "--restore", id); err != nil {
+			t.Fatalf("loading the deleted image: %v", err)
+		}
+		t.Logf("the load went on for %s after the image was deleted", time.Since(deleted).Round(time.Millisecond))
+		if f := openImageFiles(pid); len(f) > 0 {
+			t.Errorf("the sandbox still holds %v after loading it: the deleted subvolume's space never comes back", f)
+		}
+		resumed(t)
+	})
+}
+
+// readCount returns the counter at path, 0 if there is none (yet).
+func readCount(path string) int {
+	b, _ := os.ReadFile(path)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// openImageFiles lists the memory image files process pid has open.
+func openImageFiles(pid int) []string {
+	fds, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "fd", "*"))
+	var out []string
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && strings.HasSuffix(target, ".img") {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+// dropCache writes what the pool at root holds back to its loop file and
+// evicts the file from the host's page cache: what is read through the
+// pool next comes from the disk.
+func dropCache(t *testing.T, root, file string) {
+	t.Helper()
+	d, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+}
