@@ -31,13 +31,21 @@ func (d *daemon) counter(name string) int {
 	return started.PID
 }
 
+// count reads the counter of sandbox name. The counter truncates the file
+// before it writes, so a read can catch it empty: read again then.
 func (d *daemon) count(name string) int {
 	d.t.Helper()
-	n, err := strconv.Atoi(strings.TrimSpace(d.sh(name, "cat /tmp/count")))
-	if err != nil {
-		d.t.Fatalf("read the counter of %s: %v", name, err)
+	var err error
+	for range 20 {
+		var n int
+		n, err = strconv.Atoi(strings.TrimSpace(d.sh(name, "cat /tmp/count")))
+		if err == nil {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return n
+	d.t.Fatalf("read the counter of %s: %v", name, err)
+	return 0
 }
 
 func TestRollbackWithMemoryResumesTheProcess(t *testing.T) {
