@@ -42,7 +42,14 @@ func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, e
 		return nil, err
 	}
 	defer logf.Close()
-	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize)
+	// Off-site uploads off: they would compete for the 2 cores with what
+	// is measured; the offsite group measures the repository by itself.
+	config := filepath.Join(dir, "cairnd.json")
+	if err := os.WriteFile(config, []byte(`{"accounts":{"default":{"offsite":{"disabled":true}}}}`), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for the bench must not stop cairnd
 	// before the bench has deleted its sandboxes through it.
