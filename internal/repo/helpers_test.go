@@ -33,11 +33,18 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{}
-	var err error
-	if f.key, err = crypto.NewKey(); err != nil {
+	key, err := crypto.NewKey()
+	if err != nil {
 		t.Fatal(err)
 	}
+	return newFixtureKey(t, key)
+}
+
+// newFixtureKey is newFixture with a given master key.
+func newFixtureKey(t *testing.T, key *crypto.Key) *fixture {
+	t.Helper()
+	f := &fixture{key: key}
+	var err error
 	for i, name := range []string{"primary", "secondary"} {
 		f.dirs[i] = filepath.Join(t.TempDir(), name)
 		b, err := local.New(f.dirs[i])

@@ -20,7 +20,8 @@ const (
 
 const algorithm = "fastcdc-v1.0.0"
 
-// Chunker splits one stream.
+// Chunker splits one stream at a time. Its buffer (2 × MaxSize) is
+// allocated once: Reset moves it to the next stream.
 type Chunker struct {
 	c    *chunkers.Chunker
 	done bool
@@ -35,6 +36,13 @@ func New(r io.Reader, key []byte) (*Chunker, error) {
 		return nil, fmt.Errorf("chunker: %w", err)
 	}
 	return &Chunker{c: c}, nil
+}
+
+// Reset makes c split r from its start, as New would, keeping c's buffer.
+// Chunks returned before are no longer valid.
+func (c *Chunker) Reset(r io.Reader) {
+	c.c.Reset(r)
+	c.done = false
 }
 
 // Next returns the next chunk, or io.EOF after the last. An empty stream has

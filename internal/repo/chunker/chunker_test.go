@@ -111,3 +111,51 @@ func TestReadError(t *testing.T) {
 		t.Fatalf("read error not reported: %v", err)
 	}
 }
+
+// A Chunker reset onto another stream cuts it as a new one would, whatever
+// the previous stream left in its buffer.
+func TestReset(t *testing.T) {
+	key := bytes.Repeat([]byte{3}, 32)
+	streams := [][]byte{randomData(5<<20+123, 5), nil, []byte("x"), randomData(MinSize, 6), randomData(3<<20, 7)}
+	c, err := New(bytes.NewReader(nil), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range streams {
+		c.Reset(bytes.NewReader(data))
+		var got [][]byte
+		for {
+			ch, err := c.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, bytes.Clone(ch))
+		}
+		want := chunks(t, data, key)
+		if len(got) != len(want) {
+			t.Fatalf("stream %d: %d chunks after Reset, %d from New", i, len(got), len(want))
+		}
+		for j := range got {
+			if !bytes.Equal(got[j], want[j]) {
+				t.Fatalf("stream %d: chunk %d differs after Reset", i, j)
+			}
+		}
+	}
+	// Reset in the middle of a stream, and after a read error.
+	c.Reset(bytes.NewReader(streams[0]))
+	if _, err := c.Next(); err != nil {
+		t.Fatal(err)
+	}
+	c.Reset(failReader{})
+	if _, err := c.Next(); err == nil || err == io.EOF {
+		t.Fatalf("read error not reported: %v", err)
+	}
+	c.Reset(bytes.NewReader(streams[4]))
+	ch, err := c.Next()
+	if err != nil || !bytes.Equal(ch, chunks(t, streams[4], key)[0]) {
+		t.Fatalf("after an error and Reset: %d bytes, %v", len(ch), err)
+	}
+}

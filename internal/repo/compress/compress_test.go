@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -41,5 +43,21 @@ func TestDecodeLimits(t *testing.T) {
 		if _, err := Decode(b, 1<<20); err == nil {
 			t.Errorf("Decode(%x) accepted", b)
 		}
+	}
+}
+
+func TestAppendEncode(t *testing.T) {
+	random := make([]byte, 4096)
+	_, _ = rand.Read(random)
+	for _, p := range [][]byte{{}, bytes.Repeat([]byte("cairn "), 10000), random} {
+		out := AppendEncode([]byte("prefix"), p)
+		if string(out[:6]) != "prefix" || !bytes.Equal(out[6:], Encode(p)) {
+			t.Fatalf("AppendEncode of %d bytes differs from Encode", len(p))
+		}
+	}
+	// No frame checksum: the body is sealed and the chunk checked by id.
+	var h zstd.Header
+	if err := h.Decode(Encode(bytes.Repeat([]byte("cairn "), 10000))[1:]); err != nil || h.HasCheckSum {
+		t.Fatalf("frame header %+v, %v", h, err)
 	}
 }

@@ -146,6 +146,12 @@ func (ks *Keys) SealData(plaintext, ad []byte) ([]byte, error) {
 	return seal(ks.data, plaintext, ad)
 }
 
+// AppendSealData is SealData appending the sealed blob to dst, which must
+// not overlap plaintext; it returns the extended buffer.
+func (ks *Keys) AppendSealData(dst, plaintext, ad []byte) ([]byte, error) {
+	return appendSeal(ks.data, dst, plaintext, ad)
+}
+
 // OpenData decrypts a blob sealed by SealData; ErrAuth if it does not authenticate.
 func (ks *Keys) OpenData(sealed, ad []byte) ([]byte, error) { return open(ks.data, sealed, ad) }
 
@@ -159,11 +165,19 @@ func (ks *Keys) OpenMeta(sealed, ad []byte) ([]byte, error) { return open(ks.met
 
 // seal returns nonce | ciphertext | tag with a fresh random nonce.
 func seal(aead cipher.AEAD, plaintext, ad []byte) ([]byte, error) {
-	out := make([]byte, nonceSize, nonceSize+len(plaintext)+tagSize)
-	if _, err := rand.Read(out); err != nil {
+	return appendSeal(aead, make([]byte, 0, nonceSize+len(plaintext)+tagSize), plaintext, ad)
+}
+
+// appendSeal appends nonce | ciphertext | tag, with a fresh random nonce,
+// to dst.
+func appendSeal(aead cipher.AEAD, dst, plaintext, ad []byte) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, nonceSize)...)
+	nonce := dst[start:]
+	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("nonce: %w", err)
 	}
-	return aead.Seal(out, out, plaintext, ad), nil
+	return aead.Seal(dst, nonce, plaintext, ad), nil
 }
 
 func open(aead cipher.AEAD, sealed, ad []byte) ([]byte, error) {

@@ -117,3 +117,23 @@ func TestKeySlot(t *testing.T) {
 		t.Fatal("absurd scrypt cost accepted")
 	}
 }
+
+func TestAppendSealData(t *testing.T) {
+	ks := testKeys(t)
+	msg, ad := []byte("chunk body"), []byte("ad")
+	buf := make([]byte, 0, 64)
+	for range 2 { // the second reuses the buffer
+		out, err := ks.AppendSealData(append(buf[:0], "prefix"...), msg, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out[:6]) != "prefix" || len(out) != 6+len(msg)+Overhead {
+			t.Fatalf("appended %d bytes after %q", len(out)-6, out[:6])
+		}
+		got, err := ks.OpenData(out[6:], ad)
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("open = %q, %v", got, err)
+		}
+		buf = out
+	}
+}

@@ -56,34 +56,71 @@ func blobAD(t Type, id crypto.ID) []byte {
 	return append(ad, id[:]...)
 }
 
+// MaxSealed is the largest sealed blob: MaxPlain kept raw, sealed.
+const MaxSealed = crypto.Overhead + 1 + MaxPlain
+
+// writerBuffer is what a Writer allocates up front: a full pack's blobs and
+// room for its index, so that the buffer never grows by copying itself.
+const writerBuffer = TargetSize + MaxSealed + 256<<10
+
 // Writer builds one pack in memory.
 type Writer struct {
 	keys    *crypto.Keys
 	buf     []byte
 	entries []Entry
+	sealer  *Sealer
 }
 
 // NewWriter returns an empty pack writer.
-func NewWriter(keys *crypto.Keys) *Writer { return &Writer{keys: keys} }
+func NewWriter(keys *crypto.Keys) *Writer {
+	return &Writer{keys: keys, buf: make([]byte, 0, writerBuffer)}
+}
+
+// Sealer compresses and encrypts blobs, reusing its buffers from one blob to
+// the next. It is for one goroutine; Sealers of the same Keys may run
+// concurrently.
+type Sealer struct {
+	keys *crypto.Keys
+	body []byte // the encoded plaintext
+	out  []byte // the sealed blob
+}
+
+// NewSealer returns a Sealer for keys.
+func NewSealer(keys *crypto.Keys) *Sealer {
+	return &Sealer{keys: keys, body: make([]byte, 0, 1+MaxPlain+1<<10), out: make([]byte, 0, MaxSealed+1<<10)}
+}
+
+// Seal compresses and encrypts a blob for AddSealed. The result is valid
+// until the next call.
+func (s *Sealer) Seal(t Type, id crypto.ID, plaintext []byte) ([]byte, error) {
+	if len(plaintext) > MaxPlain {
+		return nil, fmt.Errorf("pack: blob of %d bytes exceeds %d", len(plaintext), MaxPlain)
+	}
+	s.body = compress.AppendEncode(s.body[:0], plaintext)
+	var err error
+	if s.out, err = s.keys.AppendSealData(s.out[:0], s.body, blobAD(t, id)); err != nil {
+		return nil, fmt.Errorf("pack: %w", err)
+	}
+	return s.out, nil
+}
 
 // Add compresses, encrypts and appends a blob.
 func (w *Writer) Add(t Type, id crypto.ID, plaintext []byte) error {
-	if len(plaintext) > MaxPlain {
-		return fmt.Errorf("pack: blob of %d bytes exceeds %d", len(plaintext), MaxPlain)
+	if w.sealer == nil {
+		w.sealer = NewSealer(w.keys)
 	}
-	sealed, err := w.keys.SealData(compress.Encode(plaintext), blobAD(t, id))
+	sealed, err := w.sealer.Seal(t, id, plaintext)
 	if err != nil {
-		return fmt.Errorf("pack: %w", err)
+		return err
 	}
-	w.entries = append(w.entries, Entry{
-		Type: t, ID: id, Offset: uint32(len(w.buf)), Length: uint32(len(sealed)), PlainLength: uint32(len(plaintext)),
-	})
-	w.buf = append(w.buf, sealed...)
+	w.AddSealed(Entry{Type: t, ID: id, PlainLength: uint32(len(plaintext))}, sealed)
 	return nil
 }
 
-// AddSealed appends a blob sealed earlier (by Add, in another pack) as is:
-// a blob's encryption binds it to its type and id, not to a pack.
+// AddSealed appends a blob sealed by a Sealer, or earlier (by Add, in
+// another pack), as is: a blob's encryption binds it to its type and id,
+// not to a pack. e gives the type, id and plaintext length; the offset and
+// length are set here. The Writer copies sealed.
 func (w *Writer) AddSealed(e Entry, sealed []byte) {
 	e.Offset, e.Length = uint32(len(w.buf)), uint32(len(sealed))
 	w.entries = append(w.entries, e)

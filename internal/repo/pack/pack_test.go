@@ -201,3 +201,59 @@ func FuzzReadIndex(f *testing.F) {
 		}
 	})
 }
+
+// Blobs sealed by Sealers on other goroutines and added with AddSealed read
+// back like blobs added with Add.
+func TestSealerConcurrent(t *testing.T) {
+	ks := fixedKeys(t)
+	var blobs [][]byte
+	for i := range 64 {
+		blobs = append(blobs, bytes.Repeat([]byte{byte(i)}, i*1000))
+	}
+	blobs = append(blobs, make([]byte, MaxPlain))
+	type sealed struct {
+		e    Entry
+		data []byte
+	}
+	out := make(chan sealed)
+	for w := range 4 {
+		go func() {
+			s := NewSealer(ks)
+			for i := w; i < len(blobs); i += 4 {
+				b := blobs[i]
+				id := ks.ChunkID(b)
+				data, err := s.Seal(Data, id, b)
+				if err != nil {
+					t.Error(err)
+				}
+				out <- sealed{Entry{Type: Data, ID: id, PlainLength: uint32(len(b))}, bytes.Clone(data)}
+			}
+		}()
+	}
+	w := NewWriter(ks)
+	for range blobs {
+		s := <-out
+		w.AddSealed(s.e, s.data)
+	}
+	p, _, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := ReadIndex(ks, p)
+	if err != nil || len(entries) != len(blobs) {
+		t.Fatalf("%d entries, %v", len(entries), err)
+	}
+	byID := map[crypto.ID][]byte{}
+	for _, b := range blobs {
+		byID[ks.ChunkID(b)] = b
+	}
+	for _, e := range entries {
+		got, err := Blob(ks, p, e)
+		if err != nil || !bytes.Equal(got, byID[e.ID]) {
+			t.Fatalf("blob %s: %v", e.ID, err)
+		}
+	}
+	if _, err := NewSealer(ks).Seal(Data, crypto.ID{}, make([]byte, MaxPlain+1)); err == nil {
+		t.Error("blob over MaxPlain sealed")
+	}
+}

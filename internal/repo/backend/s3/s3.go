@@ -37,6 +37,7 @@ type Backend struct {
 	client *minio.Client
 	bucket string
 	prefix string
+	md5    bool // send Content-MD5 (HTTPS only, see putOptions)
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -60,7 +61,17 @@ func New(cfg Config) (*Backend, error) {
 		}
 		prefix += "/"
 	}
-	return &Backend{client: c, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &Backend{client: c, bucket: cfg.Bucket, prefix: prefix, md5: cfg.Secure}, nil
+}
+
+// putOptions are the options of every PUT. An object goes up in one PUT
+// whatever its size (it is in memory; a pack is below 17 MiB, just past
+// minio-go's 16 MiB part size, which would make it a multipart upload of
+// two parts). The server checks the body: over HTTP, minio-go signs it in
+// SigV4 streaming chunks, each with its SHA-256; over HTTPS it does not, so
+// a Content-MD5 goes with it.
+func (b *Backend) putOptions() minio.PutObjectOptions {
+	return minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true, SendContentMd5: b.md5}
 }
 
 func (b *Backend) key(name string) (string, error) {
@@ -85,8 +96,7 @@ func (b *Backend) Save(ctx context.Context, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.client.PutObject(ctx, b.bucket, k, bytes.NewReader(data), int64(len(data)),
-		minio.PutObjectOptions{ContentType: "application/octet-stream", SendContentMd5: true})
+	_, err = b.client.PutObject(ctx, b.bucket, k, bytes.NewReader(data), int64(len(data)), b.putOptions())
 	if err != nil {
 		return convert("save", name, err)
 	}
@@ -99,7 +109,7 @@ func (b *Backend) Create(ctx context.Context, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", SendContentMd5: true}
+	opts := b.putOptions()
 	opts.SetMatchETagExcept("*")
 	_, err = b.client.PutObject(ctx, b.bucket, k, bytes.NewReader(data), int64(len(data)), opts)
 	if err != nil {

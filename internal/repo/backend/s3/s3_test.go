@@ -1,11 +1,16 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/cairn-sandbox/cairn/internal/repo/backend"
 	"github.com/cairn-sandbox/cairn/internal/repo/backend/backendtest"
@@ -49,5 +54,43 @@ func TestBadCredentialsAreNotNotFound(t *testing.T) {
 func TestBadPrefix(t *testing.T) {
 	if _, err := s3.New(s3.Config{Endpoint: "127.0.0.1:1", Bucket: "b", Prefix: "a/../b"}); err == nil {
 		t.Fatal("bad prefix accepted")
+	}
+}
+
+// A pack (up to 17 MiB, past minio-go's 16 MiB part size) goes up in one
+// PUT, not as a multipart upload, whose ETag would end in "-<parts>".
+func TestLargeObjectIsOnePut(t *testing.T) {
+	srv := s3test.Start(t)
+	cfg := srv.Config
+	cfg.Prefix = "p"
+	b, err := s3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 17<<20+12345)
+	_, _ = rand.Read(data)
+	ctx := context.Background()
+	if err := b.Save(ctx, "packs/big", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(ctx, "heads/big", data); err != nil {
+		t.Fatal(err)
+	}
+	c, err := minio.New(cfg.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""), BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"packs/big", "heads/big"} {
+		oi, err := c.StatObject(ctx, cfg.Bucket, "p/"+name, minio.StatObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(oi.ETag, "-") {
+			t.Errorf("%s: ETag %q of a multipart upload", name, oi.ETag)
+		}
+		got, err := b.Load(ctx, name)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: load = %d bytes, %v", name, len(got), err)
+		}
 	}
 }
