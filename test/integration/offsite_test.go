@@ -27,20 +27,28 @@ import (
 func offsiteDaemon(t *testing.T) (*daemon, [2]*s3test.Server) {
 	t.Helper()
 	srv := [2]*s3test.Server{s3test.Start(t), s3test.Start(t)}
-	var locs []map[string]any
-	for i, name := range []string{"east", "west"} {
-		c := srv[i].Config
-		locs = append(locs, map[string]any{"name": name, "s3": map[string]any{
-			"endpoint": c.Endpoint, "bucket": c.Bucket, "access_key": c.AccessKey, "secret_key": c.SecretKey}})
-	}
-	cfg := map[string]any{"accounts": map[string]any{"default": map[string]any{
-		"offsite": map[string]any{"retry_max": "2s", "locations": locs}}}}
+	locs := []map[string]any{s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], srv[1].Config.SecretKey)}
+	return startDaemon(t, "--config", offsiteConfig(t, locs)), srv
+}
+
+// offsiteConfig writes a cairnd config file naming the account's two
+// off-site locations, retried every 2 s at most, and returns its path.
+func offsiteConfig(t *testing.T, locs []map[string]any) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
+		"offsite": map[string]any{"retry_max": "2s", "locations": locs}}}})
 	path := filepath.Join(t.TempDir(), "cairnd.json")
-	b, _ := json.Marshal(cfg)
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startDaemon(t, "--config", path), srv
+	return path
+}
+
+// s3Location is the config of a location in server s, with secret.
+func s3Location(name string, s *s3test.Server, secret string) map[string]any {
+	c := s.Config
+	return map[string]any{"name": name, "s3": map[string]any{
+		"endpoint": c.Endpoint, "bucket": c.Bucket, "access_key": c.AccessKey, "secret_key": secret}}
 }
 
 // ckInfo returns checkpoint id of sandbox name.
@@ -446,21 +454,8 @@ func TestOffsiteWrongKeyAndBadCredentials(t *testing.T) {
 
 	// Bad credentials for one S3 location: uploaded ×1, with the error.
 	srv := [2]*s3test.Server{s3test.Start(t), s3test.Start(t)}
-	var locs []map[string]any
-	for i, name := range []string{"east", "west"} {
-		c := srv[i].Config
-		secret := c.SecretKey
-		if i == 1 {
-			secret = "wrong-secret"
-		}
-		locs = append(locs, map[string]any{"name": name, "s3": map[string]any{
-			"endpoint": c.Endpoint, "bucket": c.Bucket, "access_key": c.AccessKey, "secret_key": secret}})
-	}
-	cfg, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
-		"offsite": map[string]any{"retry_max": "2s", "locations": locs}}}})
-	path := filepath.Join(t.TempDir(), "cairnd.json")
-	os.WriteFile(path, cfg, 0o600)
-	d2 := startDaemon(t, "--config", path)
+	d2 := startDaemon(t, "--config", offsiteConfig(t, []map[string]any{
+		s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], "wrong-secret")}))
 	d2.create("c")
 	d2.checkpoint("c")
 	ck = d2.waitOffsite("c", "v0", "uploaded ×1", time.Minute)
@@ -477,14 +472,8 @@ func TestOffsiteFullLocation(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", small).Run() })
 	roomy := t.TempDir()
-	cfg, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
-		"offsite": map[string]any{"retry_max": "2s", "locations": []map[string]any{
-			{"name": "small", "dir": small}, {"name": "roomy", "dir": roomy}}}}}})
-	path := filepath.Join(t.TempDir(), "cairnd.json")
-	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemon(t, "--config", path)
+	d := startDaemon(t, "--config", offsiteConfig(t, []map[string]any{
+		{"name": "small", "dir": small}, {"name": "roomy", "dir": roomy}}))
 	d.create("full")
 	d.sh("full", "mkdir -p /data && head -c 8000000 /dev/urandom > /data/big")
 	ck := d.checkpoint("full")
