@@ -24,7 +24,7 @@ func newVerifyCommand(g *globalOptions) *cobra.Command {
 		Long: `Check the account's checkpoints.
 
 Without --offsite, every checkpoint's local disk (and memory image, if it
-has one) must be there and readable.
+has one) must be there (the data itself is checksummed by btrfs: btrfs scrub).
 
 With --offsite, every object of the account's off-site repository is read
 back from each location (or from --location L alone): heads, index

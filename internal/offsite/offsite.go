@@ -159,7 +159,9 @@ func (s *Service) step(ctx context.Context) bool {
 	if r == nil {
 		return false
 	}
-	cks, err := s.store.AllCheckpoints(ctx)
+	// The account's checkpoints, those of deleted sandboxes and automatic
+	// ones included: the repository holds exactly their manifests.
+	cks, err := s.store.ListCheckpoints(ctx, s.account.ID, metadata.CheckpointFilter{IncludeAuto: true})
 	if err != nil {
 		slog.Warn("off-site: list checkpoints", "err", err)
 		return false
@@ -238,10 +240,10 @@ func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
 		return nil, err
 	}
 	var (
-		key                  *crypto.Key
-		withSlots, reachable int
-		errs                 []error
-		answering            []repo.Location
+		key       *crypto.Key
+		withSlots int
+		errs      []error
+		answering []repo.Location // the locations that listed their key slots
 	)
 	for _, l := range locs {
 		slots, err := l.Backend.List(ctx, "keys/")
@@ -249,7 +251,6 @@ func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
 			continue
 		}
-		reachable++
 		answering = append(answering, l)
 		if len(slots) == 0 {
 			continue
@@ -270,7 +271,7 @@ func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
 	switch {
 	case key == nil && withSlots > 0:
 		return nil, errWrongKey
-	case key == nil && (reachable == 0 || reachable < len(locs) && !s.isFreshKey()):
+	case key == nil && (len(answering) == 0 || len(answering) < len(locs) && !s.isFreshKey()):
 		// A repository may exist where we cannot look: never make a
 		// second one with another key. (With a key file this daemon just
 		// made, none can exist that it could open.)
@@ -290,7 +291,7 @@ func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
 	// crash (or a location failing) between the slots and the heads.
 	// Where no head can hide (every location answers, or the key file is
 	// this daemon's own), the heads are made now.
-	if reachable == len(locs) || s.isFreshKey() {
+	if len(answering) == len(locs) || s.isFreshKey() {
 		if err := initWhereEmpty(ctx, key, answering); err != nil {
 			return nil, err
 		}

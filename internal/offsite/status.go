@@ -78,7 +78,8 @@ func (s *Service) Complete(ck metadata.Checkpoint) bool {
 	return s.repo != nil && len(s.holders[ck.OffsiteManifest]) == len(s.cfg.Locations)
 }
 
-// open returns the repository, or an R01 error saying why there is none.
+// opened returns the repository, trying to open it now if it is not,
+// or an R01 error saying why there is none.
 func (s *Service) opened(ctx context.Context) (*repo.Repository, error) {
 	if s.cfg.Disabled {
 		return nil, errdefs.New(api.CodeOffsiteUnavailable, "off-site copies are disabled in cairnd's config")

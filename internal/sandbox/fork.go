@@ -54,10 +54,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if req.Memory && !from.HasMemory {
 			return nil, errdefs.New(api.CodeNoMemory, "checkpoint %s holds no memory: fork it without --memory", from.Seq)
 		}
-		unlock := m.lockDisk(from.SandboxID)
-		gone := m.localGone(from)
-		unlock()
-		if gone {
+		if gone, _ := m.localGone(from); gone {
 			return nil, errdefs.New(api.CodeLocalGone, "the local copy of checkpoint %s is gone: restore it from off-site first (cairn checkpoint restore %s %s --as NEW_NAME), then fork that", from.Seq, name, from.Seq)
 		}
 		if _, err := m.memoryImage(from, req.DiskOnly); err != nil {

@@ -3,8 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -107,10 +105,11 @@ func (m *Manager) lastOffsite(ctx context.Context, sb metadata.Sandbox) (*time.T
 }
 
 // localGone reports whether checkpoint ck's local disk no longer exists.
-// The caller holds the disk lock of ck's sandbox.
-func (m *Manager) localGone(ck metadata.Checkpoint) bool {
+// It takes the disk lock of ck's sandbox, under which checkpoints move.
+func (m *Manager) localGone(ck metadata.Checkpoint) (bool, error) {
+	defer m.lockDisk(ck.SandboxID)()
 	ok, err := volume.IsSubvolume(m.ckPath(ck))
-	return err == nil && !ok
+	return err == nil && !ok, err
 }
 
 // restoreSource decides where a restore of ck reads its disk from: the
@@ -119,10 +118,7 @@ func (m *Manager) localGone(ck metadata.Checkpoint) bool {
 // checkpoint cannot come from where it must.
 func (m *Manager) restoreSource(ck metadata.Checkpoint, fromOffsite bool) (bool, error) {
 	if !fromOffsite {
-		unlock := m.lockDisk(ck.SandboxID)
-		gone := m.localGone(ck)
-		unlock()
-		if !gone {
+		if gone, _ := m.localGone(ck); !gone {
 			return false, nil
 		}
 	}
@@ -215,8 +211,9 @@ func (m *Manager) Verify(ctx context.Context, account string, req api.VerifyRequ
 	}), nil
 }
 
-// verifyLocal checks that every checkpoint of acct has its disk, as a
-// read-only subvolume, and its memory image when it has one.
+// verifyLocal checks that every checkpoint of acct has its disk (a
+// subvolume where the checkpoint says) and, if it has one, its memory image.
+// It does not read the data: btrfs checksums it (btrfs scrub).
 func (m *Manager) verifyLocal(ctx context.Context, acct metadata.Account, op *operation.Op, rep *api.VerifyReport) error {
 	cks, err := m.cfg.Store.ListCheckpoints(ctx, acct.ID, metadata.CheckpointFilter{IncludeAuto: true})
 	if err != nil {
@@ -225,30 +222,18 @@ func (m *Manager) verifyLocal(ctx context.Context, acct metadata.Account, op *op
 	op.Progress("Verifying %d local checkpoints", len(cks))
 	for _, ck := range cks {
 		rep.Checkpoints++
-		unlock := m.lockDisk(ck.SandboxID)
-		path := m.ckPath(ck)
-		ok, err := volume.IsSubvolume(path)
-		unlock()
 		name := ck.SandboxName + "/" + ck.Seq
-		switch {
+		switch gone, err := m.localGone(ck); {
 		case err != nil:
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: disk: %v", name, err))
-			continue
-		case !ok:
-			where := "not off-site either"
-			if ck.OffsiteManifest != "" {
-				where = "restore it from off-site"
-			}
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: the local disk is gone (%s)", name, where))
-			continue
-		}
-		if ck.HasMemory {
+		case gone && ck.OffsiteManifest != "":
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: the local disk is gone (restore it from off-site)", name))
+		case gone:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: the local disk is gone (not off-site either)", name))
+		case ck.HasMemory:
 			if _, err := m.memoryImage(ck, false); err != nil {
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", name, err))
 			}
-		}
-		if _, err := os.Stat(filepath.Join(path, ".")); err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: disk unreadable: %v", name, err))
 		}
 	}
 	rep.OK = len(rep.Problems) == 0
