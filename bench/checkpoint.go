@@ -585,9 +585,29 @@ func forkPhases(ph *phases, tl timeline, t0, opDone, end time.Time) {
 // bareFork times forkCount × (snapshot + runsc run --detach), one after the
 // other, then removes the containers (untimed).
 func (e *env) bareFork(ctx context.Context, bareCk string, ph *phases) (time.Duration, error) {
+	return e.bareChildren("barefk", func(id string) error {
+		t1 := time.Now()
+		bundle, err := e.floor.bundleFrom(ctx, bareCk, id, e.tmp(id), []string{"/bin/sleep", "100000"})
+		if err != nil {
+			return err
+		}
+		t2 := time.Now()
+		if err := e.floor.runDetached(id, bundle); err != nil {
+			return err
+		}
+		ph.add("one snapshot + bundle", t2.Sub(t1))
+		ph.add("one runsc run --detach", time.Since(t2))
+		return nil
+	})
+}
+
+// bareChildren times forkCount calls of start, one after the other, for
+// containers PREFIX0…, then removes those containers (untimed): the floor
+// of a fork of forkCount.
+func (e *env) bareChildren(prefix string, start func(id string) error) (time.Duration, error) {
 	ids := make([]string, forkCount)
 	for j := range ids {
-		ids[j] = fmt.Sprintf("barefk%d", j)
+		ids[j] = fmt.Sprintf("%s%d", prefix, j)
 	}
 	defer func() {
 		for _, id := range ids {
@@ -596,17 +616,9 @@ func (e *env) bareFork(ctx context.Context, bareCk string, ph *phases) (time.Dur
 	}()
 	t0 := time.Now()
 	for _, id := range ids {
-		t1 := time.Now()
-		bundle, err := e.floor.bundleFrom(ctx, bareCk, id, e.tmp(id), []string{"/bin/sleep", "100000"})
-		if err != nil {
+		if err := start(id); err != nil {
 			return 0, err
 		}
-		t2 := time.Now()
-		if err := e.floor.runDetached(id, bundle); err != nil {
-			return 0, err
-		}
-		ph.add("one snapshot + bundle", t2.Sub(t1))
-		ph.add("one runsc run --detach", time.Since(t2))
 	}
 	return time.Since(t0), nil
 }

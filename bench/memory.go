@@ -745,22 +745,10 @@ func (e *env) benchMemFork(ctx context.Context, m *memSandbox, scratch string) e
 		})
 	}
 	bareFork := func() (time.Duration, error) {
-		ids := make([]string, forkCount)
-		for j := range ids {
-			ids[j] = fmt.Sprintf("bare-memfk%d", j)
-		}
-		defer func() {
-			for _, id := range ids {
-				e.floor.cleanup(id, e.tmp(id))
-			}
-		}()
-		t0 := time.Now()
-		for _, id := range ids {
-			if _, _, err := e.restoreCopy(ctx, m, func() (string, error) { return e.checkpointDisk(m) }, e.memoryImage(m.ck), id, scratch, &phFloor); err != nil {
-				return 0, err
-			}
-		}
-		return time.Since(t0), nil
+		return e.bareChildren("bare-memfk", func(id string) error {
+			_, _, err := e.restoreCopy(ctx, m, func() (string, error) { return e.checkpointDisk(m) }, e.memoryImage(m.ck), id, scratch, &phFloor)
+			return err
+		})
 	}
 	iters := min(e.n, memForkIters)
 	var cairn, floor []time.Duration
