@@ -14,8 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-sandbox/cairn/internal/repo/chunker"
+	"github.com/cairn-sandbox/cairn/internal/repo/compress"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
+	"github.com/cairn-sandbox/cairn/internal/repo/fiemap"
 	"github.com/cairn-sandbox/cairn/internal/repo/index"
 	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 	"github.com/cairn-sandbox/cairn/internal/repo/pack"
@@ -51,6 +55,7 @@ type Stats struct {
 	Files         int   // regular files in the tree (hard links counted once)
 	FilesRead     int   // files read; the others reused the parent's chunk lists unread
 	BytesRead     int64 // bytes read from files
+	BytesShared   int64 // bytes of changed files whose chunks were the parent's, unread (see BackupOptions.ParentDir)
 	ChunksNew     int   // chunks packed and uploaded
 	ChunksReused  int   // chunks already stored (or already packed by this backup)
 	Packs         int   // new packs
@@ -68,8 +73,21 @@ const progressEvery = 100 * time.Millisecond
 type BackupOptions struct {
 	// Parent is a manifest of an earlier checkpoint of the same tree: regular
 	// files whose size, mtime, ctime and inode are unchanged reuse its chunk
-	// lists without being read.
+	// lists without being read. A backup without a parent is a base: every
+	// later backup of the tree builds on it, so it compresses at zstd's
+	// better level (0.5% smaller, a quarter more CPU); backups with a parent
+	// compress at the default level, to keep their latency down.
 	Parent *ManifestRef
+	// ParentDir, if set with Parent, is the tree Parent was made from, still
+	// as it was then: a read-only btrfs snapshot on the same file system as
+	// the tree being backed up, such as the parent checkpoint's. A changed
+	// file then reads only the parts of it that no longer share disk
+	// extents with its parent's file and takes the parent's chunks for the
+	// rest: a 1 GiB database with a few changed pages reads a few MiB.
+	// Without it, or where it cannot be relied on (another file system, a
+	// parent file that differs from the manifest), changed files are read
+	// whole. The chunks are the same either way.
+	ParentDir string
 	// Progress, if not nil, is called with the running Stats at most every
 	// progressEvery while the backup runs, and once more at the end. Calls
 	// never overlap; Progress must not call the Repository.
@@ -91,6 +109,7 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 	b := &backupRun{r: r, ctx: ctx, failed: map[*location]error{}, pending: map[crypto.ID]bool{},
 		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight), progress: opts.Progress,
 		chunkBufs: sync.Pool{New: func() any { b := make([]byte, 0, chunker.MaxSize); return &b }}}
+	b.parentDir = opts.ParentDir
 	ref, err := b.run(srcDir, opts.Parent)
 	for l, e := range b.failed {
 		l.failUnlessCanceled(ctx, e)
@@ -138,6 +157,13 @@ func (b *backupRun) run(srcDir string, parent *ManifestRef) (ManifestRef, error)
 				b.parent[pm.Nodes[i].Path] = &pm.Nodes[i]
 			}
 		}
+		if b.parentDir != "" {
+			ok, err := fiemap.SameCopyOnWrite(srcDir, b.parentDir)
+			b.parentCoW = ok && err == nil
+		}
+	}
+	if parent == nil {
+		b.level = compress.Better
 	}
 	m := &manifest.Manifest{Created: time.Now().UnixNano()}
 	b.startSealers(min(runtime.GOMAXPROCS(0), maxSealers))
@@ -204,7 +230,11 @@ type backupRun struct {
 	r      *Repository
 	ctx    context.Context
 	parent map[string]*manifest.Node // regular files of the parent manifest
-	held   map[string]bool           // packs every live location holds
+	// parentDir is BackupOptions.ParentDir, and parentCoW whether it is on
+	// the same btrfs as the tree.
+	parentDir string
+	parentCoW bool
+	held      map[string]bool // packs every live location holds
 	// stats: the walk's counts are written by the walk only; Packs and
 	// BytesUploaded (and the reading of the whole) take mu.
 	stats Stats
@@ -213,6 +243,7 @@ type backupRun struct {
 	lastProgress time.Time
 
 	chunker   *chunker.Chunker
+	level     compress.Level     // of the new chunks
 	pending   map[crypto.ID]bool // blobs taken by this backup: queued, packed or uploaded
 	queue     chan sealJob       // new chunks for the sealers
 	chunkBufs sync.Pool          // of *[]byte, for the chunks in queue
@@ -293,9 +324,12 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 }
 
 // file fills in the extents and chunks of a regular file, reusing the
-// parent's when the file is unchanged and its chunks are stored.
+// parent's when the file is unchanged and its chunks are stored, and the
+// parent's chunks over the ranges it still shares with the parent's file
+// when it changed (see sharedWithParent).
 func (b *backupRun) file(p string, n *manifest.Node) error {
-	if old := b.parent[n.Path]; old != nil && old.Size == n.Size && old.Mtime == n.Mtime &&
+	old := b.parent[n.Path]
+	if old != nil && old.Size == n.Size && old.Mtime == n.Mtime &&
 		old.Ctime == n.Ctime && old.Inode == n.Inode && b.allKnown(old.Chunks) {
 		n.Extents, n.Chunks = old.Extents, old.Chunks
 		b.stats.ChunksReused += len(old.Chunks)
@@ -310,21 +344,42 @@ func (b *backupRun) file(p string, n *manifest.Node) error {
 	if err != nil {
 		return err
 	}
+	n.Extents = ext
 	if b.chunker == nil {
-		if b.chunker, err = chunker.New(extentReader(f, ext), b.r.keys.ChunkerKey()); err != nil {
+		if b.chunker, err = chunker.New(nil, b.r.keys.ChunkerKey()); err != nil {
 			return err
 		}
-	} else {
-		b.chunker.Reset(extentReader(f, ext))
 	}
+	var done uint64
+	if shared := b.sharedWithParent(f, old, ext); shared != nil {
+		done, err = b.chunkChanged(f, n, old, shared)
+	} else {
+		done, err = b.chunkFrom(f, n, 0, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if done != n.DataSize() {
+		return fmt.Errorf("%s changed while it was read (%d bytes read, %d expected)", p, done, n.DataSize())
+	}
+	b.stats.FilesRead++
+	return nil
+}
+
+// chunkFrom chunks n's data (the back-to-back extents of f) from stream
+// offset from, which must be a cut, appending the chunks to n.Chunks and
+// queueing the new ones, until the end or until stop, called after each
+// chunk with the offset past it, says so. It returns the bytes it chunked.
+func (b *backupRun) chunkFrom(f *os.File, n *manifest.Node, from uint64, stop func(pos uint64) bool) (uint64, error) {
+	b.chunker.Reset(streamReader(f, n.Extents, from))
 	var read uint64
 	for {
 		chunk, err := b.chunker.Next()
 		if err == io.EOF {
-			break
+			return read, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
+			return read, err
 		}
 		read += uint64(len(chunk))
 		b.stats.BytesRead += int64(len(chunk))
@@ -333,18 +388,144 @@ func (b *backupRun) file(p string, n *manifest.Node) error {
 		n.Chunks = append(n.Chunks, manifest.Chunk{ID: id, Length: uint32(len(chunk))})
 		if b.known(id) {
 			b.stats.ChunksReused++
+		} else if err := b.add(id, chunk); err != nil {
+			return read, err
+		}
+		if stop != nil && stop(from+read) {
+			return read, nil
+		}
+	}
+}
+
+// chunkChanged chunks a changed file of the same extent layout as its
+// parent old, given the stream ranges it shares with the parent's file on
+// disk. The result is the chunk list a full read would give, reading only
+// around what changed. FastCDC keeps no state from one chunk to the next:
+// where a cut of the parent's starts a chunk whose bytes are all shared
+// (and within MaxSize of neither end, unless both files have the same
+// length, since the chunker looks at most MaxSize ahead and no further
+// than the end), chunking the new file from that cut ends that chunk where
+// the parent's ended. So the parent's chunk is taken unread, and reading
+// starts again only at a parent chunk that is not entirely shared, until a
+// cut lands on a parent's cut again.
+func (b *backupRun) chunkChanged(f *os.File, n, old *manifest.Node, shared []fiemap.Range) (uint64, error) {
+	newLen, oldLen := n.DataSize(), old.DataSize()
+	starts := make([]uint64, len(old.Chunks))
+	var off uint64
+	for j, c := range old.Chunks {
+		starts[j] = off
+		off += uint64(c.Length)
+	}
+	k := 0 // the first shared range that may still cover a chunk
+	reusable := func(j int) bool {
+		start, end := starts[j], starts[j]+uint64(old.Chunks[j].Length)
+		if end > newLen || (oldLen != newLen && start+chunker.MaxSize > min(oldLen, newLen)) {
+			return false
+		}
+		for k < len(shared) && shared[k].End() <= start {
+			k++
+		}
+		return k < len(shared) && shared[k].Offset <= start && end <= shared[k].End() && b.known(old.Chunks[j].ID)
+	}
+	j := 0 // the first parent chunk not before pos
+	atReusable := func(pos uint64) bool {
+		for j < len(starts) && starts[j] < pos {
+			j++
+		}
+		return j < len(starts) && starts[j] == pos && reusable(j)
+	}
+	var pos uint64
+	for pos < newLen {
+		if atReusable(pos) {
+			c := old.Chunks[j]
+			n.Chunks = append(n.Chunks, c)
+			b.stats.ChunksReused++
+			b.stats.BytesShared += int64(c.Length)
+			pos += uint64(c.Length)
 			continue
 		}
-		if err := b.add(id, chunk); err != nil {
-			return err
+		read, err := b.chunkFrom(f, n, pos, atReusable)
+		pos += read
+		if err != nil || read == 0 {
+			return pos, err
 		}
 	}
-	n.Extents = ext
-	if read != n.DataSize() {
-		return fmt.Errorf("%s changed while it was read (%d bytes read, %d expected)", p, read, n.DataSize())
+	return pos, nil
+}
+
+// sharedWithParent returns the stream ranges (offsets in the back-to-back
+// extents) in which the file f, with data extents ext, shares its disk
+// bytes with the parent's file old, or nil if that cannot be known: no
+// parent directory or not one btrfs with the tree, no parent file, a parent
+// file that is not the one the parent manifest describes (size, times,
+// inode), or extent layouts (holes) that differ other than in the length
+// of the last extent.
+func (b *backupRun) sharedWithParent(f *os.File, old *manifest.Node, ext []manifest.Extent) []fiemap.Range {
+	if old == nil || !b.parentCoW || len(old.Chunks) == 0 || !sameLayout(old.Extents, ext) {
+		return nil
 	}
-	b.stats.FilesRead++
-	return nil
+	pf, err := os.OpenFile(filepath.Join(b.parentDir, filepath.FromSlash(old.Path)), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	defer pf.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(pf.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != old.Size ||
+		st.Mtim.Nano() != old.Mtime || st.Ctim.Nano() != old.Ctime || st.Ino != old.Inode {
+		return nil
+	}
+	mine, err := fiemap.Extents(f)
+	if err != nil {
+		return nil
+	}
+	theirs, err := fiemap.Extents(pf)
+	if err != nil {
+		return nil
+	}
+	return toStream(fiemap.Shared(mine, theirs), ext)
+}
+
+// sameLayout reports whether two files' data extents map stream offsets to
+// the same file offsets wherever both have data: the same extents, but for
+// the last one's length.
+func sameLayout(a, b []manifest.Extent) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Offset != b[i].Offset || (a[i].Length != b[i].Length && i != len(a)-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// toStream maps ranges of file offsets to the stream offsets of a file
+// with data extents ext (the file read back to back, holes left out),
+// merging neighbours.
+func toStream(file []fiemap.Range, ext []manifest.Extent) []fiemap.Range {
+	var out []fiemap.Range
+	var base uint64 // stream offset of ext[i]
+	i := 0
+	for _, r := range file {
+		for i < len(ext) && ext[i].Offset+ext[i].Length <= r.Offset {
+			base += ext[i].Length
+			i++
+		}
+		for e, sb := i, base; e < len(ext) && ext[e].Offset < r.End(); e++ {
+			lo, hi := max(r.Offset, ext[e].Offset), min(r.End(), ext[e].Offset+ext[e].Length)
+			if lo < hi {
+				s := fiemap.Range{Offset: sb + lo - ext[e].Offset, Length: hi - lo}
+				if k := len(out) - 1; k >= 0 && out[k].End() == s.Offset {
+					out[k].Length += s.Length
+				} else {
+					out = append(out, s)
+				}
+			}
+			sb += ext[e].Length
+		}
+	}
+	return out
 }
 
 func (b *backupRun) known(id crypto.ID) bool {
@@ -390,7 +571,7 @@ func (b *backupRun) startSealers(n int) {
 // seal compresses and encrypts the chunks of b.queue into the open pack
 // until the queue is closed. After an error it only drains the queue.
 func (b *backupRun) seal() {
-	s := pack.NewSealer(b.r.keys)
+	s := pack.NewSealer(b.r.keys, b.level)
 	failed := false
 	for job := range b.queue {
 		if !failed && !b.abort.Load() {

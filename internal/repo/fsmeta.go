@@ -128,11 +128,17 @@ func dataExtents(f *os.File, size int64) ([]manifest.Extent, error) {
 	return out, nil
 }
 
-// extentReader reads a file's extents back to back.
-func extentReader(f *os.File, extents []manifest.Extent) io.Reader {
+// streamReader reads a file's extents back to back, from stream offset
+// from (the offset in that back-to-back stream) on.
+func streamReader(f *os.File, extents []manifest.Extent, from uint64) io.Reader {
 	rs := make([]io.Reader, 0, len(extents))
 	for _, x := range extents {
-		rs = append(rs, io.NewSectionReader(f, int64(x.Offset), int64(x.Length)))
+		if from >= x.Length {
+			from -= x.Length
+			continue
+		}
+		rs = append(rs, io.NewSectionReader(f, int64(x.Offset+from), int64(x.Length-from)))
+		from = 0
 	}
 	return io.MultiReader(rs...)
 }

@@ -78,7 +78,7 @@ func referenceChunks(t *testing.T, dir string, keys *crypto.Keys) map[string][]m
 		if err != nil {
 			return err
 		}
-		c, err := chunker.New(extentReader(f, ext), keys.ChunkerKey())
+		c, err := chunker.New(streamReader(f, ext, 0), keys.ChunkerKey())
 		if err != nil {
 			return err
 		}

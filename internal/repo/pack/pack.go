@@ -80,14 +80,15 @@ func NewWriter(keys *crypto.Keys) *Writer {
 // the next. It is for one goroutine; Sealers of the same Keys may run
 // concurrently.
 type Sealer struct {
-	keys *crypto.Keys
-	body []byte // the encoded plaintext
-	out  []byte // the sealed blob
+	keys  *crypto.Keys
+	level compress.Level
+	body  []byte // the encoded plaintext
+	out   []byte // the sealed blob
 }
 
-// NewSealer returns a Sealer for keys.
-func NewSealer(keys *crypto.Keys) *Sealer {
-	return &Sealer{keys: keys, body: make([]byte, 0, 1+MaxPlain+1<<10), out: make([]byte, 0, MaxSealed+1<<10)}
+// NewSealer returns a Sealer for keys that compresses at level l.
+func NewSealer(keys *crypto.Keys, l compress.Level) *Sealer {
+	return &Sealer{keys: keys, level: l, body: make([]byte, 0, 1+MaxPlain+1<<10), out: make([]byte, 0, MaxSealed+1<<10)}
 }
 
 // Seal compresses and encrypts a blob for AddSealed. The result is valid
@@ -96,7 +97,7 @@ func (s *Sealer) Seal(t Type, id crypto.ID, plaintext []byte) ([]byte, error) {
 	if len(plaintext) > MaxPlain {
 		return nil, fmt.Errorf("pack: blob of %d bytes exceeds %d", len(plaintext), MaxPlain)
 	}
-	s.body = compress.AppendEncode(s.body[:0], plaintext)
+	s.body = compress.AppendEncode(s.body[:0], plaintext, s.level)
 	var err error
 	if s.out, err = s.keys.AppendSealData(s.out[:0], s.body, blobAD(t, id)); err != nil {
 		return nil, fmt.Errorf("pack: %w", err)
@@ -107,7 +108,7 @@ func (s *Sealer) Seal(t Type, id crypto.ID, plaintext []byte) ([]byte, error) {
 // Add compresses, encrypts and appends a blob.
 func (w *Writer) Add(t Type, id crypto.ID, plaintext []byte) error {
 	if w.sealer == nil {
-		w.sealer = NewSealer(w.keys)
+		w.sealer = NewSealer(w.keys, compress.Default)
 	}
 	sealed, err := w.sealer.Seal(t, id, plaintext)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cairn-sandbox/cairn/internal/repo/compress"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
 )
 
@@ -218,7 +219,7 @@ func TestSealerConcurrent(t *testing.T) {
 	out := make(chan sealed)
 	for w := range 4 {
 		go func() {
-			s := NewSealer(ks)
+			s := NewSealer(ks, compress.Default)
 			for i := w; i < len(blobs); i += 4 {
 				b := blobs[i]
 				id := ks.ChunkID(b)
@@ -253,7 +254,7 @@ func TestSealerConcurrent(t *testing.T) {
 			t.Fatalf("blob %s: %v", e.ID, err)
 		}
 	}
-	if _, err := NewSealer(ks).Seal(Data, crypto.ID{}, make([]byte, MaxPlain+1)); err == nil {
+	if _, err := NewSealer(ks, compress.Default).Seal(Data, crypto.ID{}, make([]byte, MaxPlain+1)); err == nil {
 		t.Error("blob over MaxPlain sealed")
 	}
 }
