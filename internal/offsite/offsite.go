@@ -37,7 +37,9 @@ var ErrLocalGone = errors.New("the checkpoint's local copy is gone")
 type DiskSource interface {
 	// HoldCheckpointDisk returns a directory holding checkpoint ck's disk
 	// as it was taken, unchanged until release is called, and about how
-	// many bytes it holds; or an error wrapping ErrLocalGone.
+	// many bytes it holds; or an error wrapping ErrLocalGone. An upload
+	// holds its checkpoint's disk and, to read only what changed, its
+	// parent's (see repo.BackupOptions.ParentDir).
 	HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (dir string, bytes int64, release func(), err error)
 }
 
@@ -429,19 +431,26 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 		return
 	}
 	defer release()
-	var parent *repo.ManifestRef
-	if p := s.parentOf(ctx, r, ck, cks); p != "" {
-		parent = &repo.ManifestRef{ID: p}
+	opts := repo.BackupOptions{}
+	if p := s.parentOf(ctx, r, ck, cks); p != nil {
+		opts.Parent = &repo.ManifestRef{ID: p.OffsiteManifest}
+		// The parent's disk too, if it is still here: changed files then
+		// read only what no longer shares extents with the parent's.
+		if pdir, _, prelease, err := disk.HoldCheckpointDisk(ctx, *p); err == nil {
+			defer prelease()
+			opts.ParentDir = pdir
+		}
 	}
 	start := s.now()
 	s.mu.Lock()
 	t.prog = api.TransferProgress{BytesTotal: total, StartedAt: start}
 	s.mu.Unlock()
-	ref, st, err := r.Backup(ctx, dir, repo.BackupOptions{Parent: parent, Progress: func(st repo.Stats) {
+	opts.Progress = func(st repo.Stats) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.upload.prog = progressOf(st, total, start, s.now())
-	}})
+	}
+	ref, st, err := r.Backup(ctx, dir, opts)
 	s.mu.Lock()
 	s.upload = nil
 	for name, e := range st.Failed {
@@ -472,7 +481,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 	delete(s.ckFail, ck.ID)
 	s.mu.Unlock()
 	took := s.now().Sub(start)
-	log.Info("off-site: uploaded", "manifest", ref.ID[:12], "files_read", st.FilesRead, "read", st.BytesRead,
+	log.Info("off-site: uploaded", "manifest", ref.ID[:12], "files_read", st.FilesRead, "read", st.BytesRead, "unread_shared", st.BytesShared,
 		"new_chunks", st.ChunksNew, "sent", st.BytesUploaded, "took", took.Round(time.Millisecond), "failed_locations", len(st.Failed))
 }
 
@@ -504,12 +513,13 @@ func progressOf(st repo.Stats, total int64, start, now time.Time) api.TransferPr
 	return p
 }
 
-// parentOf picks the manifest whose unchanged files ck's upload reuses
-// without reading them: the newest uploaded checkpoint of the same sandbox
-// taken before ck, else the checkpoint the sandbox was forked or restored
-// from. Inode numbers and change times carry over between snapshots of one
-// lineage, which is what the reuse relies on.
-func (s *Service) parentOf(ctx context.Context, r *repo.Repository, ck metadata.Checkpoint, cks []metadata.Checkpoint) string {
+// parentOf picks the checkpoint whose manifest ck's upload builds on,
+// reusing its chunk lists for the files that did not change: the newest
+// uploaded checkpoint of the same sandbox taken before ck, else the
+// checkpoint the sandbox was forked or restored from; nil if none is
+// uploaded. Inode numbers and change times carry over between snapshots of
+// one lineage, which is what the reuse relies on.
+func (s *Service) parentOf(ctx context.Context, r *repo.Repository, ck metadata.Checkpoint, cks []metadata.Checkpoint) *metadata.Checkpoint {
 	stored := map[string]bool{}
 	for _, ref := range r.List() {
 		stored[ref.ID] = true
@@ -523,18 +533,18 @@ func (s *Service) parentOf(ctx context.Context, r *repo.Repository, ck metadata.
 		}
 	}
 	if best != nil {
-		return best.OffsiteManifest
+		return best
 	}
 	sb, err := s.store.SandboxByID(ctx, ck.SandboxID)
 	if err != nil || sb.SourceCheckpoint == "" {
-		return ""
+		return nil
 	}
-	for _, c := range cks {
-		if c.ID == sb.SourceCheckpoint && stored[c.OffsiteManifest] {
-			return c.OffsiteManifest
+	for i := range cks {
+		if cks[i].ID == sb.SourceCheckpoint && stored[cks[i].OffsiteManifest] {
+			return &cks[i]
 		}
 	}
-	return ""
+	return nil
 }
 
 func (s *Service) failCheckpoint(id string, err error, final bool) {

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -256,6 +258,11 @@ func TestOffsiteDedupAndGC(t *testing.T) {
 			t.Errorf("location %d grew by %d bytes for a 1-byte change", i, grew)
 		}
 	}
+	// And the changed file was read only around the change: the rest
+	// still shares its extents with v0's disk.
+	if read, shared := uploadReads(t, d, "a", "v1"); read > 4<<20 || shared < 16<<20 {
+		t.Errorf("upload of v1 read %d bytes and took %d unread from v0's disk; want the 20 MB file mostly unread", read, shared)
+	}
 
 	// Another sandbox with the same file shares its chunks.
 	big, _, code := d.cli("", "exec", "a", "--", "cat", "/data/big")
@@ -300,6 +307,24 @@ func TestOffsiteDedupAndGC(t *testing.T) {
 	if got := fileSums(t, filepath.Join(d.rootOf("a-v1"), "data")); !reflect.DeepEqual(got, want) {
 		t.Fatalf("v1 from off-site after GC:\n got %v\nwant %v", got, want)
 	}
+}
+
+// uploadReads returns what cairnd's log says the upload of checkpoint id of
+// sandbox name read from its disk and took unread from its parent's.
+func uploadReads(t *testing.T, d *daemon, name, id string) (read, shared int64) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.dataDir, "cairnd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`msg="off-site: uploaded" sandbox=` + regexp.QuoteMeta(name) + ` checkpoint=` + regexp.QuoteMeta(id) + ` .* read=(\d+) unread_shared=(\d+)`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no upload of %s/%s in cairnd's log", name, id)
+	}
+	read, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	shared, _ = strconv.ParseInt(string(m[2]), 10, 64)
+	return read, shared
 }
 
 func TestOffsiteLocationDownConvergesAndDamageIsRepaired(t *testing.T) {
