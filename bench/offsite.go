@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -21,6 +23,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/repo/backend/retry"
 	"github.com/cairn-sandbox/cairn/internal/repo/backend/s3"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
+	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 // Goals of the off-site group, printed next to the figures.
@@ -29,6 +32,9 @@ const (
 	// offsiteMaxRounds bounds the rounds (each uploads the 1 GiB tree
 	// three times: cairn with one location, restic, cairn with two).
 	offsiteMaxRounds = 3
+	// offsitePoolSize is the size of the loop file holding the tree and
+	// its snapshots (sparse: it takes what is written).
+	offsitePoolSize = 4 << 30
 )
 
 // The backend wrappers of each location, as cairnd's (internal/offsite's
@@ -61,27 +67,33 @@ type offsiteRun struct {
 	stats    repo.Stats    // cairn's
 }
 
-// offsiteEnv is the group's temp dir, servers and tree.
+// offsiteEnv is the group's temp dir, servers, pool and tree.
 type offsiteEnv struct {
 	dir    string
-	cairn  *s3Server // cairn's buckets
-	restic *s3Server // restic's
-	tree   *srcTree
+	cairn  *s3Server    // cairn's buckets
+	restic *s3Server    // restic's
+	pool   *volume.Pool // a loop pool like cairnd's, at dir/pool
+	view   string       // dir/view: where the snapshot being backed up is bind-mounted
+	tree   *srcTree     // its root is the live subvolume, in the pool
 }
 
 // benchOffsite measures the off-site upload: cairn's internal/repo backing
 // up a 1 GiB tree to an S3 server (versitygw on loopback) against restic
 // backing up the same tree to another such server, first in full and then
-// after 1% of the files changed; time, bytes stored, bytes sent.
+// after 1% of the files changed; time, bytes stored, bytes sent. As in
+// production, the tree is a btrfs subvolume of a loop pool, and what is
+// backed up is a read-only snapshot of it (bind-mounted at one path, the
+// same for both tools); cairn's incremental is given the snapshot its
+// parent was made from as ParentDir.
 func benchOffsite(ctx context.Context, e *env) (err error) {
 	nRounds := min(e.n, offsiteMaxRounds)
 	dir, err := os.MkdirTemp("", "cairn-bench-offsite-")
 	if err != nil {
 		return err
 	}
-	o := &offsiteEnv{dir: dir}
+	o := &offsiteEnv{dir: dir, view: filepath.Join(dir, "view")}
 	defer func() {
-		if cerr := o.close(); cerr != nil && err == nil {
+		if cerr := o.close(ctx); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
@@ -95,16 +107,29 @@ func benchOffsite(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return fmt.Errorf("restic version: %w", err)
 	}
+	if o.pool, err = volume.OpenLoop(ctx, dir, offsitePoolSize); err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	live := o.pool.TempPath("live")
+	if err := o.pool.Create(ctx, live); err != nil {
+		return err
+	}
+	if err := os.Mkdir(o.view, 0o700); err != nil {
+		return err
+	}
 	t0 := time.Now()
-	if o.tree, err = makeTree(ctx, filepath.Join(dir, "tree")); err != nil {
+	if o.tree, err = makeTree(ctx, live); err != nil {
 		return fmt.Errorf("make tree: %w", err)
 	}
 	files, size := o.tree.total()
 	fmt.Printf("== off-site upload: cairn (internal/repo) vs. %s; rounds: %d\n\n", strings.TrimSpace(string(resticVersion)), nRounds)
 	fmt.Printf("  (tree: %s in %d files: %s; written in %s)\n", mib(size), files, o.tree.describe(), time.Since(t0).Round(100*time.Millisecond))
-	fmt.Println("  (each tool has its own versitygw (posix) on loopback, reached through a counting TCP proxy;")
-	fmt.Println("   cairn with ONE S3 location like restic's one repository, its production form with two after;")
-	fmt.Println("   warm page cache for both: the tree was just written, caches are never dropped; sync before each backup)")
+	fmt.Println("  (the tree is a btrfs subvolume on a loop file like cairnd's pool; each backup reads a read-only snapshot")
+	fmt.Println("   of it, bind-mounted at one path for both tools; each tool has its own versitygw (posix) on loopback,")
+	fmt.Println("   reached through a counting TCP proxy; cairn with ONE S3 location like restic's one repository, its")
+	fmt.Println("   production form with two after; warm page cache for both: the snapshot is read once before each")
+	fmt.Println("   backup pair, sync before each backup; cairn's incremental is given the previous snapshot as")
+	fmt.Println("   ParentDir, as cairnd gives it the parent checkpoint's disk)")
 
 	one := &contender{name: "cairn, 1 location (Open + Backup)"}
 	rst := &contender{name: "restic backup"}
@@ -133,12 +158,28 @@ type roundInfo struct {
 	resticStart       time.Duration // `restic cat config`: start, unlock the key, read the config
 }
 
-// round measures each contender's first upload of the tree into a fresh
-// bucket, changes 1% of the files, and measures the incremental backups.
-// The order of cairn and restic alternates between rounds.
-func (o *offsiteEnv) round(ctx context.Context, i int, one, rst, two *contender, profile string) (roundInfo, error) {
+// round measures each contender's first upload of a snapshot of the tree
+// into a fresh bucket, changes 1% of the files of the live tree, and
+// measures the incremental backups of a new snapshot, cairn's with the
+// first snapshot as ParentDir. Before each backup pair the snapshot is
+// bind-mounted at o.view, where both tools read it, and read once. The
+// order of cairn and restic alternates between rounds.
+func (o *offsiteEnv) round(ctx context.Context, i int, one, rst, two *contender, profile string) (ri roundInfo, err error) {
 	id := fmt.Sprintf("r%d", i+1)
-	var ri roundInfo
+	snapA, snapB := o.pool.TempPath(id+"-a"), o.pool.TempPath(id+"-b")
+	// The view and the snapshots go at the end of the round, also when it
+	// failed or was interrupted.
+	defer func() {
+		cctx := context.WithoutCancel(ctx)
+		cerr := unmount(cctx, o.view)
+		for _, snap := range []string{snapA, snapB} {
+			// Reclaim: btrfs' cleaner must not work during the next round.
+			cerr = cmp.Or(cerr, o.pool.Reclaim(cctx, snap))
+		}
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	// The buckets go at the end of the round (the temp dir at the end of
 	// the group): a round needs 4 GiB of room on disk.
 	defer func() {
@@ -165,6 +206,9 @@ func (o *offsiteEnv) round(ctx context.Context, i int, one, rst, two *contender,
 		return ri, err
 	}
 	ri.resticStart = time.Since(t0)
+	if err := o.show(ctx, snapA); err != nil {
+		return ri, err
+	}
 
 	type step struct {
 		c   *contender
@@ -172,14 +216,14 @@ func (o *offsiteEnv) round(ctx context.Context, i int, one, rst, two *contender,
 	}
 	steps := []step{
 		{one, func(incr bool) (offsiteRun, error) {
-			return c1.backup(ctx, o.tree.root, incr, profileName(profile, incr))
+			return c1.backup(ctx, o.view, incr, snapA, profileName(profile, incr))
 		}},
-		{rst, func(incr bool) (offsiteRun, error) { return rs.backup(ctx, o.tree.root) }},
+		{rst, func(incr bool) (offsiteRun, error) { return rs.backup(ctx, o.view) }},
 	}
 	if i%2 == 1 {
 		steps[0], steps[1] = steps[1], steps[0]
 	}
-	steps = append(steps, step{two, func(incr bool) (offsiteRun, error) { return c2.backup(ctx, o.tree.root, incr, "") }})
+	steps = append(steps, step{two, func(incr bool) (offsiteRun, error) { return c2.backup(ctx, o.view, incr, snapA, "") }})
 
 	for _, s := range steps {
 		r, err := s.run(false)
@@ -189,6 +233,9 @@ func (o *offsiteEnv) round(ctx context.Context, i int, one, rst, two *contender,
 		s.c.first = append(s.c.first, r)
 	}
 	if ri.changes, err = changeTree(ctx, o.tree, i); err != nil {
+		return ri, err
+	}
+	if err := o.show(ctx, snapB); err != nil {
 		return ri, err
 	}
 	for _, s := range steps {
@@ -213,14 +260,102 @@ func profileName(prefix string, incremental bool) string {
 	}
 }
 
-// close stops the servers and removes the temp dir.
-func (o *offsiteEnv) close() error {
+// show snapshots the live tree read-only to snap, bind-mounts the snapshot
+// at o.view in place of the one there, and reads every file of it once (not
+// timed), so that both tools find it in the page cache: a snapshot's files
+// are inodes of their own, not cached by writing the live tree.
+func (o *offsiteEnv) show(ctx context.Context, snap string) error {
+	if err := o.pool.Snapshot(ctx, o.tree.root, snap, true); err != nil {
+		return fmt.Errorf("snapshot the tree: %w", err)
+	}
+	if err := unmount(ctx, o.view); err != nil {
+		return err
+	}
+	if err := command(ctx, "mount", "--bind", snap, o.view); err != nil {
+		return err
+	}
+	return readTree(ctx, o.view)
+}
+
+// readTree reads every regular file under root once.
+func readTree(ctx context.Context, root string) error {
+	buf := make([]byte, 1<<20)
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		for {
+			_, err := f.Read(buf)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// close stops the servers, unmounts the view and the pool (whatever a
+// failed or interrupted run left mounted) and removes the temp dir. If an
+// unmount fails, the temp dir stays, and the error says what is mounted.
+func (o *offsiteEnv) close(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
 	for _, s := range []*s3Server{o.cairn, o.restic} {
 		if s != nil {
 			s.stop()
 		}
 	}
+	for _, m := range []string{o.view, filepath.Join(o.dir, "pool")} {
+		if err := unmount(ctx, m); err != nil {
+			return fmt.Errorf("left %s: %w", o.dir, err)
+		}
+	}
 	return os.RemoveAll(o.dir)
+}
+
+// unmount unmounts whatever is mounted at dir, if anything, trying again
+// for a few seconds while it is busy.
+func unmount(ctx context.Context, dir string) error {
+	var err error
+	for try := 0; try < 20 && mountedAt(dir); try++ {
+		if err = command(ctx, "umount", dir); err == nil {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if mountedAt(dir) {
+		return err
+	}
+	return nil
+}
+
+// mountedAt reports whether dir is on another file system than its parent
+// directory: whether something (the pool, a btrfs snapshot) is mounted
+// there. A dir that does not exist has nothing mounted.
+func mountedAt(dir string) bool {
+	var st, parent syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
+}
+
+// command runs name with args and returns its combined output in the error.
+func command(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // --- cairn ---
@@ -264,12 +399,15 @@ func (o *offsiteEnv) newCairn(ctx context.Context, buckets ...string) (*cairnRep
 }
 
 // backup opens the repository (as a restarted daemon would; the key is
-// already unsealed) and backs the tree up, with the previous checkpoint as
-// parent if incremental. With profile set, it writes a CPU profile of it.
-func (c *cairnRepo) backup(ctx context.Context, src string, incremental bool, profile string) (offsiteRun, error) {
+// already unsealed) and backs the tree at src up; if incremental, with the
+// previous checkpoint as parent and parentDir, the read-only snapshot that
+// checkpoint was made from, as ParentDir. With profile set, it writes a CPU
+// profile of it.
+func (c *cairnRepo) backup(ctx context.Context, src string, incremental bool, parentDir, profile string) (offsiteRun, error) {
 	var opts repo.BackupOptions
 	if incremental {
 		opts.Parent = c.last
+		opts.ParentDir = parentDir
 	}
 	syscall.Sync()
 	if profile != "" {
@@ -453,8 +591,9 @@ func reportOffsite(one, rst, two *contender, rounds []roundInfo) {
 	fmt.Printf("  %-62s stored +%s, sent %s\n", "", mib(median(two.incr, storedBytes)), mib(median(two.incr, sentBytes)))
 	if n := len(one.incr); n > 0 {
 		st := one.incr[n-1].stats
-		fmt.Printf("  cairn's Stats (last round): %d files, %d read (%s), %d chunks new, %d reused, %d packs, %s uploaded\n",
-			st.Files, st.FilesRead, mib(st.BytesRead), st.ChunksNew, st.ChunksReused, st.Packs, mib(st.BytesUploaded))
+		fmt.Printf("  cairn's Stats (last round): %d files, %d read (%s), %s of changed files taken unread from the parent snapshot,\n",
+			st.Files, st.FilesRead, mib(st.BytesRead), mib(st.BytesShared))
+		fmt.Printf("    %d chunks new, %d reused, %d packs, %s uploaded\n", st.ChunksNew, st.ChunksReused, st.Packs, mib(st.BytesUploaded))
 	}
 	var starts []time.Duration
 	for _, r := range rounds {

@@ -19,7 +19,8 @@ import (
 )
 
 // The off-site group's source tree: 1 GiB of the kinds of data a sandbox's
-// disk holds, written once into the bench's temp dir.
+// disk holds, written once into a btrfs subvolume (the live tree, of which
+// each round backs up read-only snapshots).
 const (
 	treeSize    = 1 << 30
 	textBudget  = 256 << 20 // Go's own sources, then generated log files
@@ -71,8 +72,9 @@ func (t *srcTree) add(kind, rel string, size int64) {
 	t.bytes[kind] += size
 }
 
-// makeTree writes the tree under root. It is deterministic but for the
-// files copied from this machine (Go's sources and its binaries).
+// makeTree writes the tree under root (the live subvolume). It is
+// deterministic but for the files copied from this machine (Go's sources
+// and its binaries).
 func makeTree(ctx context.Context, root string) (*srcTree, error) {
 	t := &srcTree{root: root, files: map[string][]string{}, bytes: map[string]int64{}}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -333,10 +335,11 @@ type changeSet struct {
 	kinds map[string]int
 }
 
-// changeTree changes 1% of the files of each kind (at least one), the same
-// files every round (picked with a fixed seed) with different bytes (seeded
-// by round): even picks get a few bytes overwritten in place, odd picks
-// get bytes appended; the SQLite file gets rows updated through SQLite.
+// changeTree changes 1% of the files of each kind (at least one) of the
+// live tree t.root, not of the snapshots being backed up: the same files
+// every round (picked with a fixed seed) with different bytes (seeded by
+// round): even picks get a few bytes overwritten in place, odd picks get
+// bytes appended; the SQLite file gets rows updated through SQLite.
 func changeTree(ctx context.Context, t *srcTree, round int) (changeSet, error) {
 	pick := rand.New(rand.NewPCG(3, 4))
 	rng := rand.New(rand.NewPCG(5, uint64(round)))
