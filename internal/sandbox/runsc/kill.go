@@ -1,0 +1,139 @@
+package runsc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The fast part of Delete. `runsc delete --force` of a running sandbox
+// sends SIGKILL to the sandbox and gofer processes and then waits for each
+// to be gone by polling every 100 ms (runsc/sandbox waitForStopped,
+// runsc/container waitForStopped): 100-360 ms on a restore's critical path
+// although a 512 MiB sandbox is gone in tens of milliseconds. So Delete
+// first kills both itself, through pidfds, and waits for their exit on the
+// pidfds; runsc then finds them gone at its first look and only removes the
+// container's files.
+
+// exitWait bounds the wait for a killed process to exit (its memory freed).
+const exitWait = 10 * time.Second
+
+// processes is what killProcesses reads of a runsc state file.
+type processes struct {
+	ID       string `json:"id"`
+	GoferPid int    `json:"goferPid"`
+	Sandbox  *struct {
+		ID  string `json:"id"`
+		Pid int    `json:"pid"`
+	} `json:"sandbox"`
+}
+
+// killProcesses sends SIGKILL to the sandbox and gofer processes of
+// container id, as recorded in its state file, and waits until they have
+// exited. A process is killed only if it still is the one runsc started
+// (its command line names the container); anything it cannot establish is
+// left to runsc, so errors only say why.
+func (r *Runsc) killProcesses(ctx context.Context, id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("container id %q is not one runsc accepts", id)
+	}
+	raw, err := os.ReadFile(filepath.Join(r.stateRoot, id+"_sandbox:"+id+".state"))
+	if err != nil {
+		return err
+	}
+	var st processes
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return err
+	}
+	if st.ID != id || st.Sandbox == nil || st.Sandbox.ID != id {
+		return fmt.Errorf("state file of %q is not that of a sandbox's root container", id)
+	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, p := range []struct {
+		pid  int
+		name string
+	}{{st.Sandbox.Pid, "runsc-sandbox"}, {st.GoferPid, "runsc-gofer"}} {
+		if p.pid <= 0 {
+			continue
+		}
+		fd, err := openOwnProcess(p.pid, p.name, id)
+		if err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			return err
+		}
+		fds = append(fds, fd)
+		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("kill %s %d: %w", p.name, p.pid, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, exitWait)
+	defer cancel()
+	for _, fd := range fds {
+		if err := waitExit(ctx, fd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openOwnProcess returns a pidfd of process pid if it is the runsc process
+// name of container id: its command line starts with name and ends with id.
+// The pidfd is opened first and checked to be alive after the command line
+// is read, so the check is of the process the pidfd refers to, not of a
+// later one with the same pid.
+func openOwnProcess(pid int, name, id string) (int, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, err
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err == nil {
+		err = unix.PidfdSendSignal(fd, 0, nil, 0)
+	}
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, os.ErrNotExist) {
+			err = unix.ESRCH
+		}
+		return -1, err
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	if args[0] != name || args[len(args)-1] != id {
+		unix.Close(fd)
+		return -1, fmt.Errorf("process %d is not %s of %s: %q", pid, name, id, args)
+	}
+	return fd, nil
+}
+
+// waitExit waits until the process of pidfd fd has exited (it becomes
+// readable then), or ctx ends.
+func waitExit(ctx context.Context, fd int) error {
+	for {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 20)
+		if n > 0 {
+			return nil
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("killed process has not exited: %w", ctx.Err())
+		}
+	}
+}
