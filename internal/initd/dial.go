@@ -9,11 +9,15 @@ import (
 	"github.com/hashicorp/yamux"
 )
 
-// Reconnect backoff: the first redial comes minBackoff after a failure or a
-// lost connection, each further one twice as late, at most maxBackoff.
+// Reconnect backoff: a connection that breaks after lasting stableAfter is
+// dialled again at once (a memory checkpoint or a restore broke it, and
+// cairnd waits for this dial); otherwise the first redial comes minBackoff
+// after a failure or a short-lived connection, each further one twice as
+// late, at most maxBackoff.
 const (
-	minBackoff = 20 * time.Millisecond
-	maxBackoff = 500 * time.Millisecond
+	minBackoff  = 20 * time.Millisecond
+	maxBackoff  = 500 * time.Millisecond
+	stableAfter = time.Second
 )
 
 // dialLoop keeps one connection to cairnd until ctx ends, dialing again
@@ -22,13 +26,17 @@ func (s *server) dialLoop(ctx context.Context) {
 	delay := minBackoff
 	failing := false // log the first failure of a series only
 	for {
+		start := time.Now()
 		err := s.connectAndServe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil { // was connected: start over
-			delay = minBackoff
 			failing = false
+			if time.Since(start) >= stableAfter {
+				delay = minBackoff
+				continue
+			}
 		} else if !failing {
 			s.log.Warn("cannot reach cairnd; retrying", "err", err)
 			failing = true
