@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -223,11 +224,21 @@ func (e *env) cairndRunsc(args ...string) *exec.Cmd {
 	return exec.Command(e.floor.binary, append([]string{"--root=" + filepath.Join(e.d.dataDir, "runsc"), "--overlay2=none", "--host-uds=open", "--network=none"}, args...)...)
 }
 
+// containerOf is the name of m's runsc container: the sandbox id, with a
+// suffix after a restore in place.
+func (e *env) containerOf(ctx context.Context, m *memSandbox) (string, error) {
+	sb, err := e.c.Sandbox(ctx, m.name)
+	if err != nil {
+		return "", err
+	}
+	return cmp.Or(sb.Container, m.id), nil
+}
+
 // bareMemCheckpoint is `runsc checkpoint --leave-running` of cairn's running
-// container m.id into dir, by hand, with extra flags.
-func (e *env) bareMemCheckpoint(m *memSandbox, dir string, extra ...string) error {
+// container (named container) into dir, by hand, with extra flags.
+func (e *env) bareMemCheckpoint(container, dir string, extra ...string) error {
 	args := append([]string{"checkpoint", "--leave-running", "--image-path=" + dir}, extra...)
-	if out, err := e.cairndRunsc(append(args, m.id)...).CombinedOutput(); err != nil {
+	if out, err := e.cairndRunsc(append(args, container)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("runsc checkpoint: %v: %s", err, trimOut(out))
 	}
 	return nil
@@ -306,8 +317,12 @@ func (e *env) benchMemCheckpoint(ctx context.Context, all []*memSandbox) error {
 				if err := e.floor.subvolume(ctx, dir); err != nil {
 					return err
 				}
+				container, err := e.containerOf(ctx, m)
+				if err != nil {
+					return err
+				}
 				t0 := time.Now()
-				if err := e.bareMemCheckpoint(m, dir); err != nil {
+				if err := e.bareMemCheckpoint(container, dir); err != nil {
 					return err
 				}
 				dt := time.Since(t0)
@@ -850,8 +865,12 @@ func (e *env) compressionRound(ctx context.Context, s *memSandbox, comp, scratch
 			err = rerr
 		}
 	}()
+	container, err := e.containerOf(ctx, s)
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	t0 := time.Now()
-	if err := e.bareMemCheckpoint(s, dir, "--compression="+comp); err != nil {
+	if err := e.bareMemCheckpoint(container, dir, "--compression="+comp); err != nil {
 		return 0, 0, 0, err
 	}
 	ck = time.Since(t0)

@@ -84,7 +84,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	inst := m.live[sb.ID]
 	m.mu.Unlock()
 	req := checkpoint.Request{
-		SandboxID:    sb.ID,
+		SandboxID:    m.containerOf(sb.ID),
 		Root:         m.cfg.Pool.SandboxPath(sb.ID),
 		Dest:         dest,
 		Running:      inst != nil,

@@ -300,8 +300,9 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 		return err
 	}
 	undo.Add(inst.close)
+	name := m.newContainerName(sb.ID)
 	spec := runsc.Spec{
-		ID:       sb.ID,
+		ID:       name,
 		Hostname: sb.Name,
 		Root:     m.cfg.Pool.SandboxPath(sb.ID),
 		Args:     []string{"/.cairn/bin/cairn-init"},
@@ -324,7 +325,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	if err != nil {
 		// A container left by a crash or a failed stop has the same id:
 		// remove it and try once more.
-		if m.cfg.Runtime.Delete(ctx, sb.ID) == nil {
+		if m.cfg.Runtime.Delete(ctx, name) == nil {
 			pid, err = launch()
 		}
 		if err != nil && memImage != "" {
@@ -334,7 +335,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 			return errdefs.Wrap(api.CodeRuntimeFailed, err, "start sandbox %s", sb.Name)
 		}
 	}
-	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), sb.ID)) })
+	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), name)) })
 	wctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
 	defer cancel()
 	if err := inst.agent.WaitConnected(wctx); err != nil {
@@ -344,7 +345,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	if old := m.live[sb.ID]; old != nil {
 		old.close()
 	}
-	inst.pid = pid
+	inst.pid, inst.container = pid, name
 	m.live[sb.ID] = inst
 	m.notify()
 	m.mu.Unlock()
@@ -360,6 +361,10 @@ func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error 
 	delete(m.live, sb.ID)
 	m.notify()
 	m.mu.Unlock()
+	name := sb.ID
+	if inst != nil && inst.container != "" {
+		name = inst.container
+	}
 
 	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
@@ -382,32 +387,14 @@ func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error 
 		inst.close()
 	}
 	if !graceful {
-		logErr("SIGTERM", m.cfg.Runtime.Kill(sctx, sb.ID, syscall.SIGTERM), "sandbox", sb.Name)
-		if err := m.cfg.Runtime.WaitStopped(sctx, sb.ID); err != nil {
+		logErr("SIGTERM", m.cfg.Runtime.Kill(sctx, name, syscall.SIGTERM), "sandbox", sb.Name)
+		if err := m.cfg.Runtime.WaitStopped(sctx, name); err != nil {
 			slog.Warn("sandbox did not stop in time; forcing", "sandbox", sb.Name)
 		}
 	}
 	// Nothing runs inside any more; removing the container now saves the
 	// second or two gVisor takes to wind down by itself.
-	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
-		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
-	}
-	return nil
-}
-
-// killContainer ends the sandbox at once, without asking its processes to
-// exit: for a restore in place, whose current state is either saved in
-// the safety checkpoint or was asked to be thrown away.
-func (m *Manager) killContainer(ctx context.Context, sb metadata.Sandbox) error {
-	m.mu.Lock()
-	inst := m.live[sb.ID]
-	delete(m.live, sb.ID)
-	m.notify()
-	m.mu.Unlock()
-	if inst != nil {
-		inst.close()
-	}
-	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
+	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
 		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
 	}
 	return nil

@@ -40,6 +40,9 @@ type Runtime interface {
 	Resume(ctx context.Context, id string) error
 	Kill(ctx context.Context, id string, sig syscall.Signal) error
 	WaitStopped(ctx context.Context, id string) error
+	// KillProcesses kills a container's processes at once and returns a
+	// function that waits for them to exit; the container stays until Delete.
+	KillProcesses(ctx context.Context, id string) (wait func(context.Context) error, err error)
 	// Delete removes a container, running or not; a missing one is no error.
 	Delete(ctx context.Context, id string) error
 	// List returns the ids of every container.
@@ -91,13 +94,18 @@ type Manager struct {
 	// was skipped (disk limit…); shown by status.
 	autoSkipped map[string]string
 	changed     chan struct{} // closed and replaced when live or busy change
+	// retiring counts, per sandbox id, the containers being removed in the
+	// background (see retireContainer); retirements waits for them.
+	retiring    map[string]int
+	retirements sync.WaitGroup
 }
 
 // instance is a sandbox whose container cairnd runs or has adopted.
 type instance struct {
-	agent *agent.Host
-	api   *http.Server // the management socket, /.cairn/api.sock
-	pid   int          // host pid of the runsc sandbox process
+	agent     *agent.Host
+	api       *http.Server // the management socket, /.cairn/api.sock
+	pid       int          // host pid of the runsc sandbox process
+	container string       // runsc container name (see container.go)
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
@@ -122,6 +130,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		reserved:    map[string]bool{},
 		ckLocks:     map[string]*sync.Mutex{},
 		autoSkipped: map[string]string{},
+		retiring:    map[string]int{},
 		changed:     make(chan struct{}),
 	}, nil
 }
@@ -302,6 +311,7 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	if inst != nil {
 		out.AgentConnected = inst.agent.Connected()
 		out.Pid = inst.pid
+		out.Container = inst.container
 	}
 	return out
 }
@@ -393,11 +403,14 @@ func hostCPUs() int { return runtime.NumCPU() }
 // restarted cairnd adopts them again.
 func (m *Manager) Close() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for id, inst := range m.live {
 		inst.close()
 		delete(m.live, id)
 	}
+	m.mu.Unlock()
+	// Containers being removed: Recover would sweep them at the next
+	// start, but they go quickly.
+	m.retirements.Wait()
 }
 
 func logErr(msg string, err error, args ...any) {

@@ -28,16 +28,18 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, sb := range rows {
 		known[sb.ID] = true
 	}
-	if err := m.sweep(ctx, known); err != nil {
+	containers, err := m.sweep(ctx, known)
+	if err != nil {
 		return err
 	}
 	for _, sb := range rows {
-		if err := m.recoverOne(ctx, sb); err != nil {
+		name := m.settleContainers(ctx, sb, containers[sb.ID])
+		if err := m.recoverOne(ctx, sb, name); err != nil {
 			// One sandbox that cannot be taken over must not keep
 			// cairnd (and every other sandbox) down: its container goes,
 			// and it starts again from its disk if it should run.
 			slog.Error("recover: cannot take over the sandbox's container; starting it again from its disk", "sandbox", sb.Name, "err", err)
-			logErr("recover: delete container", m.cfg.Runtime.Delete(ctx, sb.ID), "sandbox", sb.Name)
+			logErr("recover: delete container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
 			if sb.State == metadata.SandboxRunning {
 				m.restartInBackground(sb)
 			}
@@ -46,40 +48,70 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return nil
 }
 
-// recoverOne takes over sandbox sb's container as it finds it: resumes it
-// if a crash left it paused, adopts it if it runs, restarts it if it
-// should run and does not.
-func (m *Manager) recoverOne(ctx context.Context, sb metadata.Sandbox) error {
-	st, pid, err := m.cfg.Runtime.State(ctx, sb.ID)
+// settleContainers returns the container of sandbox sb to take over, of
+// those named after it (see container.go): the newest that runs or is
+// paused, the others deleted (a crash in the middle of a restore in place
+// leaves the killed one). With none, the sandbox id.
+func (m *Manager) settleContainers(ctx context.Context, sb metadata.Sandbox, names []string) string {
+	if len(names) <= 1 {
+		if len(names) == 1 {
+			return names[0]
+		}
+		return sb.ID
+	}
+	keep, keepGen := "", int64(-1)
+	for _, name := range names {
+		st, _, err := m.cfg.Runtime.State(ctx, name)
+		if _, gen := sandboxOfContainer(name); err == nil && (st == "running" || st == "paused") && gen > keepGen {
+			keep, keepGen = name, gen
+		}
+	}
+	for _, name := range names {
+		if name != keep {
+			slog.Info("recover: deleting a replaced container", "sandbox", sb.Name, "container", name)
+			logErr("recover: delete replaced container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
+		}
+	}
+	if keep == "" {
+		return sb.ID
+	}
+	return keep
+}
+
+// recoverOne takes over sandbox sb's container, name, as it finds it:
+// resumes it if a crash left it paused, adopts it if it runs, restarts it
+// if it should run and does not.
+func (m *Manager) recoverOne(ctx context.Context, sb metadata.Sandbox, name string) error {
+	st, pid, err := m.cfg.Runtime.State(ctx, name)
 	if err != nil && !errors.Is(err, runsc.ErrNotExist) {
 		return err
 	}
 	if st == "paused" {
 		slog.Warn("recover: resuming sandbox left paused", "sandbox", sb.Name)
-		if err := m.cfg.Runtime.Resume(ctx, sb.ID); err != nil {
+		if err := m.cfg.Runtime.Resume(ctx, name); err != nil {
 			return err
 		}
 		st = "running"
 	}
 	switch {
 	case st == "running":
-		return m.adopt(ctx, sb, pid)
+		return m.adopt(ctx, sb, name, pid)
 	case sb.State == metadata.SandboxRunning:
 		m.restartInBackground(sb)
 	default:
-		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, sb.ID), "sandbox", sb.Name)
+		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
 	}
 	return nil
 }
 
 // adopt takes over a running container: the agent socket is opened again
 // (cairn-init re-dials it within a second) and the row says running.
-func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, pid int) error {
+func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, pid int) error {
 	inst, err := m.openSockets(sb)
 	if err != nil {
 		return err
 	}
-	inst.pid = pid
+	inst.pid, inst.container = pid, name
 	m.mu.Lock()
 	m.live[sb.ID] = inst
 	m.notify()
@@ -89,7 +121,7 @@ func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, pid int) error
 			return err
 		}
 	}
-	slog.Info("recover: adopted running sandbox", "sandbox", sb.Name, "id", sb.ID)
+	slog.Info("recover: adopted running sandbox", "sandbox", sb.Name, "id", sb.ID, "container", name)
 	return nil
 }
 
@@ -110,23 +142,27 @@ func (m *Manager) restartInBackground(sb metadata.Sandbox) {
 
 // sweep removes containers, root subvolumes and host directories of
 // sandboxes, and checkpoint snapshots, that have no committed row (and a
-// half-done restore's staging subvolume).
-func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
-	ids, err := m.cfg.Runtime.List(ctx)
+// half-done restore's staging subvolume). It returns the names of the
+// remaining containers by sandbox id.
+func (m *Manager) sweep(ctx context.Context, known map[string]bool) (map[string][]string, error) {
+	names, err := m.cfg.Runtime.List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, id := range ids {
-		if !known[id] {
-			slog.Info("recover: deleting orphan container", "id", id)
-			if err := m.cfg.Runtime.Delete(ctx, id); err != nil {
-				return err
-			}
+	containers := map[string][]string{}
+	for _, name := range names {
+		if id, _ := sandboxOfContainer(name); known[id] {
+			containers[id] = append(containers[id], name)
+			continue
+		}
+		slog.Info("recover: deleting orphan container", "id", name)
+		if err := m.cfg.Runtime.Delete(ctx, name); err != nil {
+			return nil, err
 		}
 	}
 	cks, err := m.cfg.Store.AllCheckpoints(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, ck := range cks {
 		known[ck.ID] = true
@@ -136,7 +172,7 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 			if !known[e.Name()] {
 				slog.Info("recover: removing orphan browse directory", "id", e.Name())
 				if err := m.removeBrowse(ctx, e.Name()); err != nil {
-					return err
+					return nil, err
 				}
 			}
 		}
@@ -147,7 +183,7 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 	} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, e := range entries {
 			if known[e.Name()] {
@@ -155,9 +191,9 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) error {
 			}
 			slog.Info("recover: removing orphan sandbox files", "path", filepath.Join(dir, e.Name()))
 			if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return containers, nil
 }

@@ -104,7 +104,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	running := sb.State == metadata.SandboxRunning
 	if running {
 		op.Progress("Stopping sandbox %s", sb.Name)
-		if err := m.killContainer(ctx, sb); err != nil {
+		if err := m.retireContainer(ctx, sb); err != nil {
 			return err
 		}
 		undo.Add(func() {

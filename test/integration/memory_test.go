@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,5 +201,60 @@ func TestAttachedExecSurvivesAMemoryCheckpoint(t *testing.T) {
 	}
 	if out.String() != want.String() {
 		t.Fatalf("lines lost or repeated across the memory checkpoint:\n%s", out.String())
+	}
+}
+
+// A restore in place replaces a running container by one under a fresh
+// name and removes the old one in the background; a cairnd killed right
+// after takes over the new one (same pid, still counting) and sweeps the
+// old; a delete leaves no container of the sandbox.
+func TestRestoreInPlaceReplacesTheContainer(t *testing.T) {
+	d := startDaemon(t)
+	sb := d.create("rc")
+	d.counter("rc")
+	ck := d.checkpoint("rc", "--memory")
+	info := func() api.Sandbox {
+		t.Helper()
+		var got api.Sandbox
+		if err := json.Unmarshal([]byte(d.mustCLI("--json", "info", "rc")), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	ours := func() []string {
+		var out []string
+		for _, c := range d.containers() {
+			if c == sb.ID || strings.HasPrefix(c, sb.ID+".") {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	before := info()
+	if before.Container != sb.ID {
+		t.Fatalf("container of a started sandbox: %q, want its id %s", before.Container, sb.ID)
+	}
+	d.mustCLI("rollback", "rc", ck.ID, "--no-safety-checkpoint")
+	after := info()
+	if !strings.HasPrefix(after.Container, sb.ID+".") || after.Pid == before.Pid || after.State != api.StateRunning {
+		t.Fatalf("after a restore in place: container %q pid %d (%s); before %q pid %d", after.Container, after.Pid, after.State, before.Container, before.Pid)
+	}
+	d.kill(syscall.SIGKILL) // the old container may still be on its way out
+	d.start()
+	adopted := info()
+	if adopted.Container != after.Container || adopted.Pid != after.Pid || adopted.State != api.StateRunning {
+		t.Fatalf("after kill -9: container %q pid %d (%s), want %q pid %d adopted", adopted.Container, adopted.Pid, adopted.State, after.Container, after.Pid)
+	}
+	if got := ours(); !slices.Equal(got, []string{after.Container}) {
+		t.Fatalf("runsc containers of the sandbox after the restart: %v, want only %s", got, after.Container)
+	}
+	n := d.count("rc")
+	time.Sleep(300 * time.Millisecond)
+	if m := d.count("rc"); m <= n {
+		t.Fatalf("the adopted sandbox's counter does not count: %d then %d", n, m)
+	}
+	d.mustCLI("delete", "rc")
+	if got := ours(); len(got) != 0 {
+		t.Fatalf("containers left after delete: %v", got)
 	}
 }

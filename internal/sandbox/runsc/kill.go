@@ -36,32 +36,45 @@ type processes struct {
 	} `json:"sandbox"`
 }
 
-// killProcesses sends SIGKILL to the sandbox and gofer processes of
-// container id, as recorded in its state file, and waits until they have
-// exited. A process is killed only if it still is the one runsc started
-// (its command line names the container); anything it cannot establish is
-// left to runsc, so errors only say why.
+// killProcesses kills container id's processes and waits until they have
+// exited; see KillProcesses.
 func (r *Runsc) killProcesses(ctx context.Context, id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("container id %q is not one runsc accepts", id)
-	}
-	raw, err := os.ReadFile(filepath.Join(r.stateRoot, id+"_sandbox:"+id+".state"))
+	wait, err := r.KillProcesses(ctx, id)
 	if err != nil {
 		return err
 	}
+	return wait(ctx)
+}
+
+// KillProcesses sends SIGKILL to the sandbox and gofer processes of
+// container id, as recorded in its state file, and returns at once; wait
+// waits until they have exited (their memory freed), at most exitWait, and
+// must be called once. A process is killed only if it still is the one
+// runsc started (its command line names the container). On error Delete
+// must do the rest: the processes are gone already (an error wrapping
+// syscall.ESRCH, or os.ErrNotExist without a state file), or could not all
+// be found or signalled. The container itself remains until Delete.
+func (r *Runsc) KillProcesses(ctx context.Context, id string) (wait func(context.Context) error, err error) {
+	if !idPattern.MatchString(id) {
+		return nil, fmt.Errorf("container id %q is not one runsc accepts", id)
+	}
+	raw, err := os.ReadFile(filepath.Join(r.stateRoot, id+"_sandbox:"+id+".state"))
+	if err != nil {
+		return nil, err
+	}
 	var st processes
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return err
+		return nil, err
 	}
 	if st.ID != id || st.Sandbox == nil || st.Sandbox.ID != id {
-		return fmt.Errorf("state file of %q is not that of a sandbox's root container", id)
+		return nil, fmt.Errorf("state file of %q is not that of a sandbox's root container", id)
 	}
 	var fds []int
-	defer func() {
+	closeAll := func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-	}()
+	}
 	for _, p := range []struct {
 		pid  int
 		name string
@@ -70,25 +83,35 @@ func (r *Runsc) killProcesses(ctx context.Context, id string) error {
 			continue
 		}
 		fd, err := openOwnProcess(p.pid, p.name, id)
+		if errors.Is(err, unix.ESRCH) {
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, unix.ESRCH) {
-				continue
-			}
-			return err
+			closeAll()
+			return nil, err
 		}
 		fds = append(fds, fd)
-		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("kill %s %d: %w", p.name, p.pid, err)
-		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, exitWait)
-	defer cancel()
+	if len(fds) == 0 {
+		return nil, fmt.Errorf("container %q has no process left: %w", id, unix.ESRCH)
+	}
 	for _, fd := range fds {
-		if err := waitExit(ctx, fd); err != nil {
-			return err
+		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			closeAll()
+			return nil, fmt.Errorf("kill a process of %q: %w", id, err)
 		}
 	}
-	return nil
+	return func(ctx context.Context) error {
+		defer closeAll()
+		ctx, cancel := context.WithTimeout(ctx, exitWait)
+		defer cancel()
+		for _, fd := range fds {
+			if err := waitExit(ctx, fd); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }
 
 // openOwnProcess returns a pidfd of process pid if it is the runsc process

@@ -324,7 +324,7 @@ func (r *Runsc) WaitStopped(ctx context.Context, id string) error {
 // Delete removes container id, killing it if it still runs. A container
 // that does not exist is not an error, so Delete is safe in undo steps.
 func (r *Runsc) Delete(ctx context.Context, id string) error {
-	if err := r.killProcesses(ctx, id); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := r.killProcesses(ctx, id); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {
 		slog.Debug("runsc delete: killing the processes first failed; runsc kills them", "container", id, "err", err)
 	}
 	_, err := r.run(ctx, "delete", "--force", id)

@@ -1,0 +1,107 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// A sandbox's runsc container is named after the sandbox: its id, or, while
+// an earlier container of the sandbox is still being removed, its id, a dot
+// and a time in base 36 ("3f2a….lq0x9c1k2"). A restore in place replaces a
+// running container: waiting for the old sandbox process to exit (the
+// kernel freeing its memory: ~0.1 s per 512 MiB) before starting the new one
+// under the same name would put that on the restore's critical path, so the
+// old one is killed, the new one starts at once under a fresh name, and the
+// old one is removed in the background (retireContainer). For a moment both
+// hold memory. Recover maps container names back to sandboxes and keeps the
+// newest running one of each.
+
+// containerOf is the name of sandbox id's running container: the live
+// instance's, else the sandbox id.
+func (m *Manager) containerOf(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if inst := m.live[id]; inst != nil && inst.container != "" {
+		return inst.container
+	}
+	return id
+}
+
+// newContainerName picks the name of a container about to start for
+// sandbox id: the id itself unless an earlier container of it is still
+// being removed.
+func (m *Manager) newContainerName(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.retiring[id] == 0 {
+		return id
+	}
+	return id + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// sandboxOfContainer returns the sandbox id a container name belongs to and
+// the container's generation (0 for the plain id; later ones are larger).
+func sandboxOfContainer(name string) (id string, gen int64) {
+	id, suffix, ok := strings.Cut(name, ".")
+	if !ok {
+		return id, 0
+	}
+	gen, err := strconv.ParseInt(suffix, 36, 64)
+	if err != nil || gen <= 0 {
+		return name, 0 // not one of cairn's names: an orphan to sweep
+	}
+	return id, gen
+}
+
+// retireContainer ends the sandbox's container at once, without asking its
+// processes to exit: for a restore in place, whose current state is either
+// saved in the safety checkpoint or was asked to be thrown away. The
+// processes are killed before it returns; waiting for them to exit and
+// removing the container happen in the background, while a new container
+// of the sandbox may already start (under a fresh name). If the processes
+// cannot be killed that way, the container is removed before it returns.
+func (m *Manager) retireContainer(ctx context.Context, sb metadata.Sandbox) error {
+	m.mu.Lock()
+	inst := m.live[sb.ID]
+	delete(m.live, sb.ID)
+	m.notify()
+	m.mu.Unlock()
+	name := sb.ID
+	if inst != nil {
+		inst.close()
+		if inst.container != "" {
+			name = inst.container
+		}
+	}
+	wait, err := m.cfg.Runtime.KillProcesses(ctx, name)
+	if err != nil {
+		slog.Debug("retire container: removing it before going on", "sandbox", sb.Name, "container", name, "err", err)
+		if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
+			return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
+		}
+		return nil
+	}
+	m.mu.Lock()
+	m.retiring[sb.ID]++
+	m.mu.Unlock()
+	m.retirements.Go(func() {
+		defer func() {
+			m.mu.Lock()
+			if m.retiring[sb.ID]--; m.retiring[sb.ID] == 0 {
+				delete(m.retiring, sb.ID)
+			}
+			m.mu.Unlock()
+		}()
+		ctx := context.Background()
+		logErr("retire container: wait for its processes", wait(ctx), "sandbox", sb.Name, "container", name)
+		logErr("retire container: delete", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name, "container", name)
+	})
+	return nil
+}
