@@ -188,6 +188,7 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("created", formatTime(g.now(), sb.CreatedAt))
 	t.Row("agent connected", yesNo(sb.AgentConnected))
 	t.Row("pid", pid)
+	t.Row("runsc container", orDash(sb.Container))
 	t.Row("current checkpoint", orDash(sb.CurrentCheckpoint))
 	t.Row("source checkpoint", orDash(sb.SourceCheckpoint))
 	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
