@@ -34,6 +34,20 @@ func (m *Manager) containerOf(id string) string {
 	return id
 }
 
+// detach takes sandbox id's instance out of the live ones and returns it
+// (nil if it had none) and the name of its container.
+func (m *Manager) detach(id string) (*instance, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	inst := m.live[id]
+	delete(m.live, id)
+	m.notify()
+	if inst != nil && inst.container != "" {
+		return inst, inst.container
+	}
+	return inst, id
+}
+
 // newContainerName picks the name of a container about to start for
 // sandbox id: the id itself unless an earlier container of it is still
 // being removed.
@@ -68,25 +82,14 @@ func sandboxOfContainer(name string) (id string, gen int64) {
 // of the sandbox may already start (under a fresh name). If the processes
 // cannot be killed that way, the container is removed before it returns.
 func (m *Manager) retireContainer(ctx context.Context, sb metadata.Sandbox) error {
-	m.mu.Lock()
-	inst := m.live[sb.ID]
-	delete(m.live, sb.ID)
-	m.notify()
-	m.mu.Unlock()
-	name := sb.ID
+	inst, name := m.detach(sb.ID)
 	if inst != nil {
 		inst.close()
-		if inst.container != "" {
-			name = inst.container
-		}
 	}
 	wait, err := m.cfg.Runtime.KillProcesses(ctx, name)
 	if err != nil {
 		slog.Debug("retire container: removing it before going on", "sandbox", sb.Name, "container", name, "err", err)
-		if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
-			return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
-		}
-		return nil
+		return m.deleteContainer(ctx, sb, name)
 	}
 	m.mu.Lock()
 	m.retiring[sb.ID]++
@@ -103,5 +106,23 @@ func (m *Manager) retireContainer(ctx context.Context, sb metadata.Sandbox) erro
 		logErr("retire container: wait for its processes", wait(ctx), "sandbox", sb.Name, "container", name)
 		logErr("retire container: delete", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name, "container", name)
 	})
+	return nil
+}
+
+// removeContainer removes the sandbox's container at once, killing
+// whatever still runs in it: for a sandbox whose processes have ended
+// already (a saved session).
+func (m *Manager) removeContainer(ctx context.Context, sb metadata.Sandbox) error {
+	inst, name := m.detach(sb.ID)
+	if inst != nil {
+		inst.close()
+	}
+	return m.deleteContainer(ctx, sb, name)
+}
+
+func (m *Manager) deleteContainer(ctx context.Context, sb metadata.Sandbox, name string) error {
+	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
+		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
+	}
 	return nil
 }

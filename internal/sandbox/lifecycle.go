@@ -192,10 +192,17 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 			if err := m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ck.ID); err != nil {
 				return nil, err
 			}
-		}
-		op.Progress("Stopping sandbox %s", name)
-		if err := m.stopContainer(ctx, sb); err != nil {
-			return nil, err
+			// Its processes ended once their memory was saved: only the
+			// container is left (runsc still calls it paused, so a
+			// graceful stop would wait for nothing).
+			if err := m.removeContainer(ctx, sb); err != nil {
+				return nil, err
+			}
+		} else {
+			op.Progress("Stopping sandbox %s", name)
+			if err := m.stopContainer(ctx, sb); err != nil {
+				return nil, err
+			}
 		}
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
 			return nil, err
@@ -356,15 +363,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 // stopContainer ends the sandbox's processes: gracefully through cairn-init
 // if it answers, else by force, and removes the container.
 func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error {
-	m.mu.Lock()
-	inst := m.live[sb.ID]
-	delete(m.live, sb.ID)
-	m.notify()
-	m.mu.Unlock()
-	name := sb.ID
-	if inst != nil && inst.container != "" {
-		name = inst.container
-	}
+	inst, name := m.detach(sb.ID)
 
 	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
