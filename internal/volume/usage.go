@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -117,12 +118,27 @@ func (p *Pool) qgroups(ctx context.Context) ([]qgroup, error) {
 	if err := p.commit(); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, "btrfs", "qgroup", "show", "--raw", "-re", p.root).Output()
-	if err != nil {
-		return nil, fmt.Errorf("btrfs qgroup show: %w", err)
+	// It lists the groups, then looks up each subvolume's path: one
+	// deleted or moved in between (a checkpoint deleted or moved out of
+	// browse/, a held upload snapshot released) can make it fail. Another
+	// try does not meet the same change.
+	for attempt := 1; ; attempt++ {
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "btrfs", "qgroup", "show", "--raw", "-re", p.root)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err == nil {
+			return parseQgroups(out), nil
+		}
+		if attempt == qgroupTries || ctx.Err() != nil {
+			return nil, fmt.Errorf("btrfs qgroup show: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
 	}
-	return parseQgroups(out), nil
 }
+
+// qgroupTries is how many times qgroups runs `btrfs qgroup show`.
+const qgroupTries = 3
 
 // parseQgroups reads `btrfs qgroup show --raw -re` output:
 //
