@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
@@ -328,6 +329,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	if memImage != "" {
 		launch = func() (int, error) { return m.cfg.Runtime.Restore(ctx, spec, memImage) }
 	}
+	t0 := time.Now()
 	pid, err := launch()
 	if err != nil {
 		// A container left by a crash or a failed stop has the same id:
@@ -345,9 +347,12 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), name)) })
 	wctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
 	defer cancel()
+	launched := time.Now()
 	if err := inst.agent.WaitConnected(wctx); err != nil {
 		return errdefs.Wrap(api.CodeAgentUnreachable, err, "cairn-init in sandbox %s did not answer within %s (see %s)", sb.Name, agentStartTimeout, spec.LogPath)
 	}
+	slog.Debug("container started", "sandbox", sb.Name, "container", name, "from_memory", memImage != "",
+		"runsc", launched.Sub(t0).Round(time.Millisecond), "agent", time.Since(launched).Round(time.Millisecond))
 	m.mu.Lock()
 	if old := m.live[sb.ID]; old != nil {
 		old.close()
