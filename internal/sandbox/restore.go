@@ -132,7 +132,9 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	if err := m.cfg.Store.SetCurrentCheckpoint(ctx, sb.ID, ck.ID); err != nil {
 		return err
 	}
-	logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", sb.Name)
+	if sb.ResumeCheckpoint != "" {
+		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", sb.Name)
+	}
 	switch {
 	case mem != "":
 		// The processes of the checkpoint resume, whether the sandbox ran
@@ -148,7 +150,9 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 			logErr("mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
 			return err
 		}
-		logErr("mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
+		if !running {
+			logErr("mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
+		}
 	case running:
 		op.Progress("Starting sandbox %s", sb.Name)
 		if err := m.startContainer(ctx, sb, ""); err != nil {

@@ -172,3 +172,40 @@ func TestSnapshotsKeepQuotaConsistentAndExact(t *testing.T) {
 		t.Fatalf("content usage %d, %v", used, err)
 	}
 }
+
+// Subvolumes made and deleted by ioctl: a created one is in the pool's
+// quota group (its data counts in ContentUsage), read-only snapshots are
+// deleted like writable ones, and a missing path is no error.
+func TestCreateAndDeleteByIoctl(t *testing.T) {
+	ctx := context.Background()
+	p, _ := loopPool(t)
+	before, err := p.ContentUsage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := p.TempPath("made")
+	if err := p.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := IsSubvolume(sub); !ok {
+		t.Fatal("Create made no subvolume")
+	}
+	if err := os.WriteFile(filepath.Join(sub, "data"), make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := p.ContentUsage(ctx); err != nil || after-before < 4<<20 {
+		t.Fatalf("content usage %d → %d (%v): the created subvolume is not in the pool group", before, after, err)
+	}
+	ro := p.CheckpointPath("ro")
+	if err := p.Snapshot(ctx, sub, ro, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{ro, sub, sub} { // the second delete of sub: already gone
+		if err := p.Delete(ctx, path); err != nil {
+			t.Fatalf("delete %s: %v", path, err)
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("%s still there after Delete: %v", path, err)
+		}
+	}
+}

@@ -28,10 +28,10 @@ func IsSubvolume(path string) (bool, error) {
 
 // Create makes an empty writable subvolume at path.
 func (p *Pool) Create(ctx context.Context, path string) error {
-	if err := run(ctx, "btrfs", "subvolume", "create", "-i", poolGroup, path); err != nil {
-		return fmt.Errorf("create subvolume: %w", err)
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return nil
+	return createIoctl(path)
 }
 
 // Snapshot makes dst a snapshot of the subvolume src: constant time, shares
@@ -56,10 +56,7 @@ func (p *Pool) Delete(ctx context.Context, path string) error {
 		}
 		return nil
 	}
-	if err := run(ctx, "btrfs", "subvolume", "delete", path); err != nil {
-		return fmt.Errorf("delete subvolume: %w", err)
-	}
-	return nil
+	return destroyIoctl(path)
 }
 
 // SetReadOnly marks the subvolume at path read-only.
