@@ -17,11 +17,12 @@ import (
 // The fast part of Delete. `runsc delete --force` of a running sandbox
 // sends SIGKILL to the sandbox and gofer processes and then waits for each
 // to be gone by polling every 100 ms (runsc/sandbox waitForStopped,
-// runsc/container waitForStopped): 100-360 ms on a restore's critical path
-// although a 512 MiB sandbox is gone in tens of milliseconds. So Delete
+// runsc/container waitForStopped), so it takes the next multiple of 100 ms
+// after the kernel has freed their memory (≈ 0.1 s per 512 MiB). So Delete
 // first kills both itself, through pidfds, and waits for their exit on the
 // pidfds; runsc then finds them gone at its first look and only removes the
-// container's files.
+// container's files. KillProcesses alone lets a caller that need not wait
+// (a restore in place, see the sandbox package) go on at once.
 
 // exitWait bounds the wait for a killed process to exit (its memory freed).
 const exitWait = 10 * time.Second
