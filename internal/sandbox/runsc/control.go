@@ -70,15 +70,35 @@ func fallback(format string, args ...any) error {
 	return &fallbackError{fmt.Errorf(format, args...)}
 }
 
-// containerState is what the fast path reads of a runsc state file
-// (runsc/container.Container as JSON).
+// containerState is what the fast paths (here and in kill.go) read of a
+// runsc state file (runsc/container.Container as JSON).
 type containerState struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
-	Sandbox *struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	GoferPid int    `json:"goferPid"`
+	Sandbox  *struct {
 		ID                string `json:"id"`
+		Pid               int    `json:"pid"`
 		ControlSocketPath string `json:"controlSocketPath"`
 	} `json:"sandbox"`
+}
+
+// isSandboxRoot reports whether c is the root container of its own
+// sandbox, named id: the only kind cairn makes, and the only kind the fast
+// paths handle.
+func (c *containerState) isSandboxRoot(id string) bool {
+	return c.ID == id && c.Sandbox != nil && c.Sandbox.ID == id
+}
+
+// stateBase is the path, less its ".state" or ".lock" extension, of
+// container id's state file. cairn's containers are each the root
+// container of their own sandbox, which runsc names "<id>_sandbox:<id>"
+// (state_file.go buildPath). Ids runsc would refuse are refused.
+func (r *Runsc) stateBase(id string) (string, error) {
+	if !idPattern.MatchString(id) {
+		return "", fmt.Errorf("container id %q is not one runsc accepts", id)
+	}
+	return filepath.Join(r.stateRoot, id+"_sandbox:"+id), nil
 }
 
 // control makes transition t of container id without running runsc: under
@@ -86,12 +106,10 @@ type containerState struct {
 // control call to the sandbox and records the new status. Errors wrapping
 // *fallbackError mean nothing happened and runsc may be run instead.
 func (r *Runsc) control(ctx context.Context, id string, t transition) error {
-	if !idPattern.MatchString(id) {
-		return fallback("container id %q is not one runsc accepts", id)
+	base, err := r.stateBase(id)
+	if err != nil {
+		return &fallbackError{err}
 	}
-	// cairn's containers are each the root container of their own sandbox,
-	// which runsc names "<id>_sandbox:<id>" (state_file.go buildPath).
-	base := filepath.Join(r.stateRoot, id+"_sandbox:"+id)
 	statePath := base + ".state"
 	lock, err := lockFile(ctx, base+".lock")
 	if err != nil {
@@ -125,7 +143,7 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 	if c.Status != t.from {
 		return fmt.Errorf("runsc %s: %w: container %q is %s", t.verb, ErrWrongState, id, c.Status)
 	}
-	if c.ID != id || c.Sandbox == nil || c.Sandbox.ID != id {
+	if !c.isSandboxRoot(id) {
 		return fallback("state file %s is not that of a sandbox's root container %q", statePath, id)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -27,16 +26,6 @@ import (
 // exitWait bounds the wait for a killed process to exit (its memory freed).
 const exitWait = 10 * time.Second
 
-// processes is what killProcesses reads of a runsc state file.
-type processes struct {
-	ID       string `json:"id"`
-	GoferPid int    `json:"goferPid"`
-	Sandbox  *struct {
-		ID  string `json:"id"`
-		Pid int    `json:"pid"`
-	} `json:"sandbox"`
-}
-
 // killProcesses kills container id's processes and waits until they have
 // exited; see KillProcesses.
 func (r *Runsc) killProcesses(ctx context.Context, id string) error {
@@ -56,18 +45,19 @@ func (r *Runsc) killProcesses(ctx context.Context, id string) error {
 // syscall.ESRCH, or os.ErrNotExist without a state file), or could not all
 // be found or signalled. The container itself remains until Delete.
 func (r *Runsc) KillProcesses(ctx context.Context, id string) (wait func(context.Context) error, err error) {
-	if !idPattern.MatchString(id) {
-		return nil, fmt.Errorf("container id %q is not one runsc accepts", id)
-	}
-	raw, err := os.ReadFile(filepath.Join(r.stateRoot, id+"_sandbox:"+id+".state"))
+	base, err := r.stateBase(id)
 	if err != nil {
 		return nil, err
 	}
-	var st processes
+	raw, err := os.ReadFile(base + ".state")
+	if err != nil {
+		return nil, err
+	}
+	var st containerState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return nil, err
 	}
-	if st.ID != id || st.Sandbox == nil || st.Sandbox.ID != id {
+	if !st.isSandboxRoot(id) {
 		return nil, fmt.Errorf("state file of %q is not that of a sandbox's root container", id)
 	}
 	var fds []int

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,11 +15,15 @@ import (
 // no such container.
 func TestDeleteKillsTheProcessesAndWaits(t *testing.T) {
 	r, id, _ := counterSandbox(t, "")
-	raw, err := os.ReadFile(filepath.Join(r.stateRoot, id+"_sandbox:"+id+".state"))
+	base, err := r.stateBase(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st processes
+	raw, err := os.ReadFile(base + ".state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st containerState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatal(err)
 	}
