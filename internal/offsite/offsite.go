@@ -36,11 +36,13 @@ var ErrLocalGone = errors.New("the checkpoint's local copy is gone")
 // DiskSource lends the upload queue a checkpoint's disk.
 type DiskSource interface {
 	// HoldCheckpointDisk returns a directory holding checkpoint ck's disk
-	// as it was taken, unchanged until release is called, and about how
-	// many bytes it holds; or an error wrapping ErrLocalGone. An upload
-	// holds its checkpoint's disk and, to read only what changed, its
-	// parent's (see repo.BackupOptions.ParentDir).
-	HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (dir string, bytes int64, release func(), err error)
+	// as it was taken, unchanged until release is called; or an error
+	// wrapping ErrLocalGone. An upload holds its checkpoint's disk and, to
+	// read only what changed, its parent's (see repo.BackupOptions.ParentDir).
+	HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (dir string, release func(), err error)
+	// DiskBytes is about how many bytes a held directory refers to (0 if
+	// unknown): the total an upload's progress is measured against.
+	DiskBytes(ctx context.Context, dir string) int64
 }
 
 // pollInterval is how often the queue looks for work when nobody woke it.
@@ -421,7 +423,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 	s.upload = t
 	s.mu.Unlock()
 	defer close(t.done)
-	dir, total, release, err := disk.HoldCheckpointDisk(ctx, ck)
+	dir, release, err := disk.HoldCheckpointDisk(ctx, ck)
 	if err != nil {
 		s.mu.Lock()
 		s.upload = nil
@@ -436,11 +438,12 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 		opts.Parent = &repo.ManifestRef{ID: p.OffsiteManifest}
 		// The parent's disk too, if it is still here: changed files then
 		// read only what no longer shares extents with the parent's.
-		if pdir, _, prelease, err := disk.HoldCheckpointDisk(ctx, *p); err == nil {
+		if pdir, prelease, err := disk.HoldCheckpointDisk(ctx, *p); err == nil {
 			defer prelease()
 			opts.ParentDir = pdir
 		}
 	}
+	total := disk.DiskBytes(ctx, dir)
 	start := s.now()
 	s.mu.Lock()
 	t.prog = api.TransferProgress{BytesTotal: total, StartedAt: start}

@@ -25,16 +25,18 @@ type dirDisks struct {
 	holds int
 }
 
-func (d *dirDisks) HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (string, int64, func(), error) {
+func (d *dirDisks) HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (string, func(), error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	dir, ok := d.dirs[ck.ID]
 	if !ok {
-		return "", 0, nil, fmt.Errorf("checkpoint %s: %w", ck.ID, ErrLocalGone)
+		return "", nil, fmt.Errorf("checkpoint %s: %w", ck.ID, ErrLocalGone)
 	}
 	d.holds++
-	return dir, 0, func() {}, nil
+	return dir, func() {}, nil
 }
+
+func (d *dirDisks) DiskBytes(context.Context, string) int64 { return 0 }
 
 // fixture is a service over a fresh SQLite store and two directory
 // locations, with its own clock-free queue driven by step.

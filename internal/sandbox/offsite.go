@@ -27,38 +27,44 @@ var _ offsite.DiskSource = (*Manager)(nil)
 //
 // It gives way to whoever holds the sandbox's disk lock: a delete of the
 // checkpoint cancels ctx (offsite.Service.Forget) while holding it.
-func (m *Manager) HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (string, int64, func(), error) {
+func (m *Manager) HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (string, func(), error) {
 	unlock, err := m.lockDiskCtx(ctx, ck.SandboxID)
 	if err != nil {
-		return "", 0, nil, err
+		return "", nil, err
 	}
 	defer unlock()
 	if _, err := m.cfg.Store.CheckpointByID(ctx, ck.ID); err != nil {
-		return "", 0, nil, fmt.Errorf("checkpoint %s: %w", ck.ID, err)
+		return "", nil, fmt.Errorf("checkpoint %s: %w", ck.ID, err)
 	}
 	src := m.ckPath(ck)
 	if ok, _ := volume.IsSubvolume(src); !ok {
-		return "", 0, nil, fmt.Errorf("checkpoint %s/%s: %w", ck.SandboxName, ck.Seq, offsite.ErrLocalGone)
+		return "", nil, fmt.Errorf("checkpoint %s/%s: %w", ck.SandboxName, ck.Seq, offsite.ErrLocalGone)
 	}
 	held := m.cfg.Pool.TempPath("upload-" + ck.ID)
 	if ok, _ := volume.IsSubvolume(held); ok {
 		if err := m.cfg.Pool.Delete(ctx, held); err != nil {
-			return "", 0, nil, err
+			return "", nil, err
 		}
 	}
 	if err := m.cfg.Pool.Snapshot(ctx, src, held, true); err != nil {
-		return "", 0, nil, err
-	}
-	var bytes int64
-	if usage, err := m.cfg.Pool.Usage(ctx); err == nil {
-		bytes = usage[m.cfg.Pool.Rel(src)].Referenced
+		return "", nil, err
 	}
 	release := func() {
 		// Reclaim, not just delete: if the checkpoint was deleted
 		// meanwhile, its space is freed only once this snapshot is.
 		logErr("release held checkpoint disk", m.cfg.Pool.Reclaim(context.Background(), held), "checkpoint", ck.ID)
 	}
-	return held, bytes, release, nil
+	return held, release, nil
+}
+
+// DiskBytes is what the held directory dir refers to, from the pool's
+// quota groups; 0 if they cannot be read.
+func (m *Manager) DiskBytes(ctx context.Context, dir string) int64 {
+	usage, err := m.cfg.Pool.Usage(ctx)
+	if err != nil {
+		return 0
+	}
+	return usage[m.cfg.Pool.Rel(dir)].Referenced
 }
 
 // offsiteStatus is checkpoint ck's off-site state for its API view.
