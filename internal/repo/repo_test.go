@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -428,4 +429,27 @@ func newEmptyLocation(t *testing.T) Location {
 	b, err := local.New(filepath.Join(t.TempDir(), "empty"))
 	must(t, err)
 	return Location{Name: "empty", Backend: b}
+}
+
+// A backup without parent (a base) compresses harder than one with a
+// parent: the same compressible tree stores fewer bytes as a base.
+func TestBaseCompressesHarder(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	var text bytes.Buffer
+	for i := 0; text.Len() < 4<<20; i++ {
+		fmt.Fprintf(&text, "%08d sandbox %x checkpointed after %d ms, %d files changed\n", i, i*7919, i%977, i%31)
+	}
+	write(t, filepath.Join(src, "log.txt"), text.Bytes())
+	key, err := crypto.NewKey() // one key for both: the same chunks
+	must(t, err)
+	_, base := newFixtureKey(t, key).backup(t, src, nil)
+
+	f := newFixtureKey(t, key)
+	other := filepath.Join(t.TempDir(), "other")
+	write(t, filepath.Join(other, "x"), []byte("unrelated"))
+	parent, _ := f.backup(t, other, nil)
+	_, incr := f.backup(t, src, &parent)
+	if base.ChunksNew != incr.ChunksNew || base.BytesUploaded >= incr.BytesUploaded {
+		t.Fatalf("base: %d chunks, %d bytes uploaded; with a parent: %d chunks, %d bytes", base.ChunksNew, base.BytesUploaded, incr.ChunksNew, incr.BytesUploaded)
+	}
 }

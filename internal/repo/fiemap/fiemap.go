@@ -113,9 +113,6 @@ func Shared(a, b []Extent) []Range {
 	return out
 }
 
-// btrfsMagic is BTRFS_SUPER_MAGIC.
-const btrfsMagic = 0x9123683e
-
 // BTRFS_IOC_FS_INFO = _IOR(0x94, 31, struct btrfs_ioctl_fs_info_args)
 const iocFsInfo = 2<<30 | 1024<<16 | 0x94<<8 | 31
 
@@ -130,7 +127,7 @@ func SameCopyOnWrite(a, b string) (bool, error) {
 		if err := unix.Statfs(p, &st); err != nil {
 			return false, fmt.Errorf("statfs %s: %w", p, err)
 		}
-		if st.Type != btrfsMagic {
+		if st.Type != unix.BTRFS_SUPER_MAGIC {
 			return false, nil
 		}
 		f, err := os.Open(p)
