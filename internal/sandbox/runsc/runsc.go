@@ -229,10 +229,11 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 // leaves nothing behind on failure.
 //
 // runsc restore returns once every page of the image is in the sandbox's
-// memory, and the sandbox has closed the image's files by then: imageDir
-// may be deleted as soon as Restore returns. (No --background, which would
-// return before the pages are loaded; see "Memory images" in the package
-// comment.)
+// memory, and the sandbox closes the image's files then (on a loaded host
+// a moment after Restore returns): imageDir may be deleted as soon as
+// Restore returns, btrfs keeping a deleted subvolume until its last open
+// file is closed. (No --background, which would return before the pages
+// are loaded; see "Memory images" in the package comment.)
 func (r *Runsc) Restore(ctx context.Context, spec Spec, imageDir string) (pid int, err error) {
 	return r.launch(ctx, spec, "restore", "--image-path="+imageDir)
 }
