@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -106,45 +107,17 @@ func (r *Runsc) stateBase(id string) (string, error) {
 // control call to the sandbox and records the new status. Errors wrapping
 // *fallbackError mean nothing happened and runsc may be run instead.
 func (r *Runsc) control(ctx context.Context, id string, t transition) error {
-	base, err := r.stateBase(id)
+	c, err := r.lockState(ctx, id, t.verb)
 	if err != nil {
-		return &fallbackError{err}
+		return err
 	}
-	statePath := base + ".state"
-	lock, err := lockFile(ctx, base+".lock")
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			if _, serr := os.Stat(statePath); errors.Is(serr, fs.ErrNotExist) {
-				return fmt.Errorf("runsc %s: %w", t.verb, ErrNotExist)
-			}
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("runsc %s: waiting for the state file lock: %w", t.verb, err)
-		}
-		return fallback("state file lock: %w", err)
-	}
-	defer lock.Close() // releases the lock
-
-	raw, err := os.ReadFile(statePath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("runsc %s: %w", t.verb, ErrNotExist)
-	}
-	if err != nil {
-		return fallback("read state file: %w", err)
-	}
-	var doc map[string]json.RawMessage
-	var c containerState
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return fallback("state file %s: %w", statePath, err)
-	}
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fallback("state file %s: %w", statePath, err)
-	}
+	defer c.release()
 	if c.Status != t.from {
 		return fmt.Errorf("runsc %s: %w: container %q is %s", t.verb, ErrWrongState, id, c.Status)
 	}
-	if !c.isSandboxRoot(id) {
-		return fallback("state file %s is not that of a sandbox's root container %q", statePath, id)
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(c.raw, &doc); err != nil {
+		return fallback("state file %s: %w", c.path, err)
 	}
 
 	sockets := []string{c.Sandbox.ControlSocketPath, filepath.Join(r.stateRoot, "runsc-"+id+".sock")}
@@ -167,7 +140,7 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 	out, merr := json.Marshal(doc)
 	werr := merr
 	if merr == nil {
-		werr = replaceFile(statePath, out, 0o640)
+		werr = replaceFile(c.path, out, 0o640)
 	}
 	if werr != nil {
 		// The sandbox changed but its state file does not say so: undo
@@ -183,6 +156,60 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 		return fmt.Errorf("runsc %s: container %q recorded as %s: %w", t.verb, id, t.to, err)
 	}
 	return nil
+}
+
+// heldState is a container's state file, read under its lock.
+type heldState struct {
+	containerState
+	path string // of the state file
+	raw  []byte // the state file as read
+	lock *os.File
+}
+
+// release lets go of the state file lock.
+func (h *heldState) release() { h.lock.Close() }
+
+// lockState takes container id's state file lock (for runsc command verb,
+// in errors) and reads the state file under it; it checks that the
+// container is the root container of its own sandbox. Call release when
+// done. Errors wrapping *fallbackError mean that the file layout is not
+// what the fast paths know.
+func (r *Runsc) lockState(ctx context.Context, id, verb string) (*heldState, error) {
+	base, err := r.stateBase(id)
+	if err != nil {
+		return nil, &fallbackError{err}
+	}
+	h := &heldState{path: base + ".state"}
+	h.lock, err = lockFile(ctx, base+".lock")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(h.path); errors.Is(serr, fs.ErrNotExist) {
+				return nil, fmt.Errorf("runsc %s: %w", verb, ErrNotExist)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("runsc %s: waiting for the state file lock: %w", verb, err)
+		}
+		return nil, fallback("state file lock: %w", err)
+	}
+	h.raw, err = os.ReadFile(h.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = fmt.Errorf("runsc %s: %w", verb, ErrNotExist)
+	case err != nil:
+		err = fallback("read state file: %w", err)
+	default:
+		if jerr := json.Unmarshal(h.raw, &h.containerState); jerr != nil {
+			err = fallback("state file %s: %w", h.path, jerr)
+		} else if !h.isSandboxRoot(id) {
+			err = fallback("state file %s is not that of a sandbox's root container %q", h.path, id)
+		}
+	}
+	if err != nil {
+		h.release()
+		return nil, err
+	}
+	return h, nil
 }
 
 // lockFile takes the exclusive flock(2) on the runsc lock file at path, the
@@ -264,17 +291,26 @@ func (e *unknownOutcomeError) Error() string {
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
 // call makes one urpc call of method, which takes and returns nothing, on
-// the first of sockets that accepts a connection. The wire format is
-// gvisor's pkg/urpc over a pkg/unet stream socket: the request is the JSON
-// object {"method":M,"arg":null}, the answer {"success":B,"err":S,
-// "result":R}; no delimiters, files would travel as SCM_RIGHTS (none here).
+// the first of sockets that accepts a connection, and waits up to
+// answerTimeout for the answer (see callWith).
+func call(ctx context.Context, sockets []string, method string) error {
+	return callWith(ctx, sockets, method, nil, nil, answerTimeout)
+}
+
+// callWith makes one urpc call of method with arg (JSON) and files on the
+// first of sockets that accepts a connection. The wire format is gvisor's
+// pkg/urpc over a pkg/unet stream socket: the request is the JSON object
+// {"method":M,"arg":A}, sent with files as SCM_RIGHTS on its first bytes;
+// the answer is {"success":B,"err":S,"result":R}; no delimiters. It waits
+// for the answer up to wait after sending, or, with wait 0, until ctx
+// ends.
 //
 // Errors: if the request could not be sent, or the sandbox closed the
 // connection without answering (it answers before it closes, so it died or
 // is shutting down), nothing happened. An answer with success false wraps
 // errRemote; "unknown method" happens before any method runs. No answer
-// within answerTimeout is *unknownOutcomeError.
-func call(ctx context.Context, sockets []string, method string) error {
+// within wait is *unknownOutcomeError.
+func callWith(ctx context.Context, sockets []string, method string, arg any, files []*os.File, wait time.Duration) error {
 	conn, err := dialControl(ctx, sockets)
 	if err != nil {
 		return err
@@ -283,7 +319,7 @@ func call(ctx context.Context, sockets []string, method string) error {
 	req, err := json.Marshal(struct {
 		Method string `json:"method"`
 		Arg    any    `json:"arg"`
-	}{method, nil})
+	}{method, arg})
 	if err != nil {
 		return err
 	}
@@ -293,16 +329,25 @@ func call(ctx context.Context, sockets []string, method string) error {
 	// A stream socket takes the whole request in one write or fails; a
 	// partial write would leave the sandbox waiting for the rest, and the
 	// close below ends that without a call.
-	if _, err := conn.Write(req); err != nil {
+	if err := send(conn, req, files); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	conn.SetReadDeadline(time.Now().Add(answerTimeout))
+	if wait > 0 {
+		conn.SetReadDeadline(time.Now().Add(wait))
+	} else {
+		conn.SetReadDeadline(time.Time{})
+		stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+		defer stop()
+	}
 	var ans struct {
 		Success bool   `json:"success"`
 		Err     string `json:"err"`
 	}
 	if err := json.NewDecoder(conn).Decode(&ans); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if wait == 0 && ctx.Err() != nil {
+				return fmt.Errorf("waiting for the answer: %w", ctx.Err())
+			}
 			return &unknownOutcomeError{err}
 		}
 		return fmt.Errorf("answer: %w", err)
@@ -314,6 +359,29 @@ func call(ctx context.Context, sockets []string, method string) error {
 		return fmt.Errorf("%w: %s", errRemote, ans.Err)
 	}
 	return nil
+}
+
+// send writes req to conn, with files' descriptors as SCM_RIGHTS on its
+// first bytes (urpc's marshal does the same).
+func send(conn net.Conn, req []byte, files []*os.File) error {
+	if len(files) == 0 {
+		_, err := conn.Write(req)
+		return err
+	}
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("files can only travel over a unix socket, not %T", conn)
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	n, _, err := uc.WriteMsgUnix(req, unix.UnixRights(fds...), nil)
+	runtime.KeepAlive(files)
+	if err == nil && n < len(req) {
+		_, err = uc.Write(req[n:])
+	}
+	return err
 }
 
 // dialControl connects to the first of paths that accepts: runsc's

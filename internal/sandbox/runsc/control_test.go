@@ -1,16 +1,21 @@
 package runsc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeSandbox is a control server that answers every call the same way,
@@ -21,8 +26,25 @@ type fakeSandbox struct {
 	id        string
 	statePath string
 	mu        sync.Mutex
-	methods   []string // methods called, in order
-	args      []string // their "arg", as JSON
+	methods   []string   // methods called, in order
+	args      []string   // their "arg", as JSON
+	files     [][]string // the paths of the files each came with
+}
+
+// receivedFiles returns the paths of the files passed in oob, and closes
+// them.
+func receivedFiles(oob []byte) []string {
+	msgs, _ := unix.ParseSocketControlMessage(oob)
+	var paths []string
+	for _, m := range msgs {
+		fds, _ := unix.ParseUnixRights(&m)
+		for _, fd := range fds {
+			p, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+			paths = append(paths, p)
+			unix.Close(fd)
+		}
+	}
+	return paths
 }
 
 // newFakeSandbox writes a state file with status and serves answer on the
@@ -72,16 +94,23 @@ func newFakeSandbox(t *testing.T, status, answer string, altPath bool) *fakeSand
 			}
 			go func() {
 				defer conn.Close()
+				// The request's first bytes carry the files, if any.
+				buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(16*4))
+				n, oobn, _, _, err := conn.(*net.UnixConn).ReadMsgUnix(buf, oob)
+				if err != nil {
+					return
+				}
 				var req struct {
 					Method string          `json:"method"`
 					Arg    json.RawMessage `json:"arg"`
 				}
-				if err := json.NewDecoder(conn).Decode(&req); err != nil {
+				if err := json.NewDecoder(io.MultiReader(bytes.NewReader(buf[:n]), conn)).Decode(&req); err != nil {
 					return
 				}
 				f.mu.Lock()
 				f.methods = append(f.methods, req.Method)
 				f.args = append(f.args, string(req.Arg))
+				f.files = append(f.files, receivedFiles(oob[:oobn]))
 				f.mu.Unlock()
 				switch answer {
 				case "ok":

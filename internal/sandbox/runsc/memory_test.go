@@ -189,3 +189,96 @@ func dropCache(t *testing.T, root, file string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckpointWithoutRunsc: Checkpoint saves a running sandbox through
+// its control socket, runsc never being run for it; the sandbox carries on
+// as it was (a paused one stays paused), and the image restores into the
+// processes of the checkpoint instant.
+func TestCheckpointWithoutRunsc(t *testing.T) {
+	bin := requireRunsc(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	r := New(bin, newStateRoot(t, filepath.Join(dir, "state")))
+	const id = "ck"
+	spec := busyboxSpec(t, dir, id, "i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done")
+	counter := filepath.Join(spec.Mounts[0].Source, "count")
+	if _, err := r.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), id) })
+	for deadline := time.Now().Add(time.Minute); readCount(counter) < 100; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox did not count to 100 within a minute")
+		}
+	}
+
+	// From here on runsc runs through a wrapper that notes each call.
+	calls := filepath.Join(dir, "calls")
+	wrapper := filepath.Join(dir, "runsc-wrapper")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\nexec " + bin + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.binary = wrapper
+
+	// Running: it goes on counting.
+	if err := r.Checkpoint(ctx, id, filepath.Join(dir, "running"), true); err != nil {
+		t.Fatal(err)
+	}
+	waitAdvances(t, counter)
+	requireStatus(t, r, id, "running")
+
+	// Paused, as cairn checkpoints: it stays paused until resumed.
+	if err := r.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	saved := readCounter(t, counter)
+	image := filepath.Join(dir, "paused")
+	if err := r.Checkpoint(ctx, id, image, true); err != nil {
+		t.Fatal(err)
+	}
+	requireFrozen(t, counter)
+	requireStatus(t, r, id, "paused")
+	if err := r.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitAdvances(t, counter)
+	if log, _ := os.ReadFile(calls); strings.Contains(string(log), "checkpoint") {
+		t.Fatalf("runsc was run for a checkpoint:\n%s", log)
+	}
+	for _, f := range imageFiles {
+		if fi, err := os.Stat(filepath.Join(image, f)); err != nil || fi.Size() == 0 {
+			t.Fatalf("memory image file %s: %v (empty?)", f, err)
+		}
+	}
+
+	// The image holds the processes as they were: the counter resumes
+	// from the value it had, below where it has got to since.
+	time.Sleep(500 * time.Millisecond)
+	if err := r.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	requireFrozen(t, counter) // the old sandbox is gone
+	since := readCounter(t, counter)
+	if since < saved+20 {
+		t.Fatalf("the counter went from %d only to %d in half a second", saved, since)
+	}
+	if _, err := r.Restore(ctx, spec, image); err != nil {
+		t.Fatal(err)
+	}
+	// The first value the restored process writes (it counts ~100 a
+	// second, so poll closely; a read between its truncate and its write
+	// sees nothing).
+	n := since
+	for deadline := time.Now().Add(10 * time.Second); n == since || n == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the restored sandbox did not count within 10 s")
+		}
+		n = readCount(counter)
+	}
+	if n < saved || n > saved+10 {
+		t.Fatalf("counter at %d after the restore, want it to go on from %d (it had reached %d since)", n, saved, since)
+	}
+	waitAdvances(t, counter)
+}

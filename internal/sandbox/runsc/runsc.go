@@ -59,18 +59,19 @@
 //
 // # Memory images
 //
-// Checkpoint runs `runsc checkpoint --compression=none`. Uncompressed, an
-// image is three files (checkpoint.img, pages_meta.img, pages.img) whose
-// pages restore reads in parallel; compression made checkpoint plus
-// restore 2.4-12x slower on a local disk (bench/RESULTS.md). Left out:
-// --exclude-committed-zero-pages, with which the sentry compares every
-// page it knows to be in use with zeros, not only the others, and leaves
-// the zero ones out. It halves the image and takes ~40% off the time when
-// half of memory is such zeros, but the comparison costs 50-130 ms per
-// GiB of memory that holds data (~4% of the checkpoint, all of it while
-// the sandbox is paused), and zeros the sentry has not seen committed
-// (through a read of memory statistics, or a save while they held data)
-// are left out without it.
+// Checkpoint does what `runsc checkpoint --compression=none` does, itself
+// (checkpoint.go says how and why; it falls back to runsc like Pause and
+// Resume). Uncompressed, an image is three files (checkpoint.img,
+// pages_meta.img, pages.img) whose pages restore reads in parallel;
+// compression made checkpoint plus restore 2.4-12x slower on a local disk
+// (bench/RESULTS.md). Left out: --exclude-committed-zero-pages, with which
+// the sentry compares every page it knows to be in use with zeros, not
+// only the others, and leaves the zero ones out. It halves the image and
+// takes ~40% off the time when half of memory is such zeros, but the
+// comparison costs 50-130 ms per GiB of memory that holds data (~4% of the
+// checkpoint, all of it while the sandbox is paused), and zeros the sentry
+// has not seen committed (through a read of memory statistics, or a save
+// while they held data) are left out without it.
 //
 // Restore runs plain `runsc restore`, which returns once all pages are
 // loaded. Measured on a btrfs pool on a loop file, 2 cores, and left out:
@@ -243,7 +244,16 @@ func (r *Runsc) Restore(ctx context.Context, spec Spec, imageDir string) (pid in
 // memory pages, uncompressed), all of which Restore needs. With
 // leaveRunning the container carries on afterwards (as it was: a paused one
 // stays paused); without, it stops.
+//
+// It talks to the sandbox directly (see checkpoint.go) and runs `runsc
+// checkpoint` only if that cannot be done.
 func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, leaveRunning bool) error {
+	err := r.checkpointControl(ctx, id, imageDir, leaveRunning)
+	var fb *fallbackError
+	if !errors.As(err, &fb) {
+		return err
+	}
+	slog.Warn("runsc: could not checkpoint through the control socket; running runsc", "container", id, "err", fb.err)
 	// Uncompressed is runsc's default at Pinned, but older versions
 	// compressed by default, into one checkpoint.img without pages.img,
 	// which cairn does not restore.
@@ -251,7 +261,7 @@ func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, leaveRunnin
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}
-	_, err := r.run(ctx, append(args, id)...)
+	_, err = r.run(ctx, append(args, id)...)
 	return err
 }
 
