@@ -56,7 +56,7 @@ type memSandbox struct {
 	ckCairn     []time.Duration
 	ckFloor     []time.Duration
 	ckPaused    []time.Duration
-	ckSave      []time.Duration // runsc checkpoint inside cairn's (memory_save)
+	ckSave      []time.Duration // cairn's memory save (memory_save in its log)
 	ckPhases    phases
 	image       int64 // bytes of the floor's image
 	rsCairn     []time.Duration
@@ -345,7 +345,7 @@ func (e *env) benchMemCheckpoint(ctx context.Context, all []*memSandbox) error {
 		compare(fmt.Sprintf("memory checkpoint, %s touched (API: CreateCheckpoint memory → WaitCheckpoint)", m.label),
 			series{"runsc checkpoint --leave-running, same sandbox, into a pool subvolume (floor)", m.ckFloor},
 			series{"cairn", m.ckCairn})
-		printSeries(series{"  of it runsc checkpoint inside cairn (memory_save in cairnd's log)", m.ckSave})
+		printSeries(series{"  of it the memory save inside cairn (memory_save in cairnd's log; the call runsc checkpoint makes, made by cairnd)", m.ckSave})
 		printSeries(series{"  pause window (PausedMS in the answer)", m.ckPaused})
 		m.ckPhases.print("cairn")
 		cp50, _ := percentiles(m.ckCairn)
@@ -427,9 +427,9 @@ func (e *env) timedMemCheckpoint(ctx context.Context, m *memSandbox, ph *phases)
 		ph.add("request→op", started.Sub(t0))
 		ph.add("lock+read row+image subvolume", quiescing.Sub(started))
 		ph.add("quiesce", q)
-		ph.add("runsc pause + disk snapshot", saving.Sub(quiescing)-q)
-		ph.add("runsc checkpoint", save)
-		ph.add("runsc resume + bookkeeping", created.Sub(saving)-save)
+		ph.add("pause + disk snapshot", saving.Sub(quiescing)-q)
+		ph.add("memory save (containerManager.Checkpoint)", save)
+		ph.add("resume + bookkeeping", created.Sub(saving)-save)
 		ph.add("result→client", end.Sub(created))
 	}
 	return total, paused, save, nil
