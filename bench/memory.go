@@ -92,6 +92,9 @@ func benchMemory(ctx context.Context, e *env) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	t = took("checkpoint", t)
+	if err := e.benchWriteCeiling(ctx); err != nil {
+		return fmt.Errorf("write ceiling: %w", err)
+	}
 	if err := e.benchMemRestore(ctx, all, scratch); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
