@@ -17,10 +17,10 @@ import (
 // it gives way to runsc, and what it leaves in the image directory.
 func TestCheckpointControlDecisions(t *testing.T) {
 	const (
-		ok       = "ok"
-		wrong    = "wrong state"
-		fellBack = "fall back"
-		failed   = "error"
+		ok       = outcomeOK
+		wrong    = outcomeWrongState
+		fellBack = outcomeFellBack
+		failed   = outcomeFailed
 	)
 	all := []string{"checkpoint.img", "pages_meta.img", "pages.img"}
 	for _, tc := range []struct {
@@ -47,17 +47,7 @@ func TestCheckpointControlDecisions(t *testing.T) {
 			f := newFakeSandbox(t, tc.status, tc.answer, false)
 			image := filepath.Join(t.TempDir(), "image")
 			err := f.r.checkpointControl(context.Background(), f.id, image, tc.name != "paused")
-			var fb *fallbackError
-			got := ok
-			switch {
-			case errors.As(err, &fb):
-				got = fellBack
-			case errors.Is(err, ErrWrongState):
-				got = wrong
-			case err != nil:
-				got = failed
-			}
-			if got != tc.want {
+			if got := outcome(err); got != tc.want {
 				t.Fatalf("checkpointControl: %v (%s), want %s", err, got, tc.want)
 			}
 			if calls := f.calls(); len(calls) != tc.wantCalls {

@@ -150,14 +150,36 @@ func (f *fakeSandbox) calls() []string {
 	return append([]string(nil), f.methods...)
 }
 
+// Outcomes of a fast path, as the decision tests name them.
+const (
+	outcomeOK         = "ok"
+	outcomeWrongState = "wrong state"
+	outcomeFellBack   = "fall back"
+	outcomeFailed     = "error"
+)
+
+// outcome names what a fast path's error means for its caller.
+func outcome(err error) string {
+	var fb *fallbackError
+	switch {
+	case errors.As(err, &fb):
+		return outcomeFellBack
+	case errors.Is(err, ErrWrongState):
+		return outcomeWrongState
+	case err != nil:
+		return outcomeFailed
+	}
+	return outcomeOK
+}
+
 func TestControlDecisions(t *testing.T) {
 	answerTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { answerTimeout = 30 * time.Second })
 	const (
-		ok       = "ok"
-		wrong    = "wrong state"
-		fellBack = "fall back"
-		failed   = "error"
+		ok       = outcomeOK
+		wrong    = outcomeWrongState
+		fellBack = outcomeFellBack
+		failed   = outcomeFailed
 	)
 	for _, tc := range []struct {
 		name       string
@@ -192,18 +214,8 @@ func TestControlDecisions(t *testing.T) {
 			f := newFakeSandbox(t, tc.status, tc.answer, tc.altPath)
 			before := f.state(t)
 			err := f.r.control(context.Background(), f.id, tc.t)
-			var fb *fallbackError
-			got := ok
-			switch {
-			case errors.As(err, &fb):
-				got = fellBack
-			case errors.Is(err, ErrWrongState):
-				got = wrong
-			case err != nil:
-				got = failed
-			}
-			if got != tc.want {
-				t.Fatalf("control: %v (%s), want %s", err, got, tc.want)
+			if got := outcome(err); got != tc.want {
+				t.Fatalf("control: %v (%s), want %s", err, outcome(err), tc.want)
 			}
 			after := f.state(t)
 			if after["status"] != tc.wantStatus {

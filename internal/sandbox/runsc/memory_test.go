@@ -43,16 +43,7 @@ func TestRestoreOutlivesItsImage(t *testing.T) {
 	const id = "mem"
 	spec := busyboxSpec(t, dir, id, `dd if=/dev/urandom of=/tmp/fill bs=1M count=256 2>/dev/null && md5sum /tmp/fill > /tmp/sum &&
 		i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done`)
-	counter := filepath.Join(spec.Mounts[0].Source, "count")
-	if _, err := r.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Delete(context.Background(), id) })
-	for deadline := time.Now().Add(time.Minute); readCount(counter) < 20; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox did not fill its memory and count to 20 within a minute")
-		}
-	}
+	counter := startCounter(ctx, t, r, spec, 20)
 
 	// A checkpoint that stops the sandbox, as a saved session does, and a
 	// second image of it for the second restore: a snapshot, whose files
@@ -145,6 +136,46 @@ func TestRestoreOutlivesItsImage(t *testing.T) {
 	})
 }
 
+// startCounter starts the container of spec, whose init counts into
+// /out/count, deletes it when the test ends, and waits until the count has
+// reached n. It returns the host path of the counter.
+func startCounter(ctx context.Context, t *testing.T, r *Runsc, spec Spec, n int) string {
+	t.Helper()
+	counter := filepath.Join(spec.Mounts[0].Source, "count")
+	if _, err := r.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Delete(context.Background(), spec.ID) })
+	for deadline := time.Now().Add(time.Minute); readCount(counter) < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox did not count to %d within a minute", n)
+		}
+	}
+	return counter
+}
+
+// pauseAtCount pauses container id at a moment its counter file holds a
+// number, and returns it: the value the paused process has in memory. (A
+// pause between the counter's truncate and its write leaves the file
+// empty: resume and pause again.)
+func pauseAtCount(ctx context.Context, t *testing.T, r *Runsc, id, counter string) int {
+	t.Helper()
+	for range 20 {
+		if err := r.Pause(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if n := readCount(counter); n > 0 {
+			return n
+		}
+		if err := r.Resume(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		waitAdvances(t, counter)
+	}
+	t.Fatal("paused 20 times, never with a number in the counter file")
+	return 0
+}
+
 // readCount returns the counter at path, 0 if there is none (yet).
 func readCount(path string) int {
 	b, _ := os.ReadFile(path)
@@ -202,16 +233,7 @@ func TestCheckpointWithoutRunsc(t *testing.T) {
 	r := New(bin, newStateRoot(t, filepath.Join(dir, "state")))
 	const id = "ck"
 	spec := busyboxSpec(t, dir, id, "i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done")
-	counter := filepath.Join(spec.Mounts[0].Source, "count")
-	if _, err := r.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Delete(context.Background(), id) })
-	for deadline := time.Now().Add(time.Minute); readCount(counter) < 100; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sandbox did not count to 100 within a minute")
-		}
-	}
+	counter := startCounter(ctx, t, r, spec, 100)
 
 	// From here on runsc runs through a wrapper that notes each call.
 	calls := filepath.Join(dir, "calls")
@@ -230,10 +252,7 @@ func TestCheckpointWithoutRunsc(t *testing.T) {
 	requireStatus(t, r, id, "running")
 
 	// Paused, as cairn checkpoints: it stays paused until resumed.
-	if err := r.Pause(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	saved := readCounter(t, counter)
+	saved := pauseAtCount(ctx, t, r, id, counter)
 	image := filepath.Join(dir, "paused")
 	if err := r.Checkpoint(ctx, id, image, true); err != nil {
 		t.Fatal(err)
@@ -260,8 +279,9 @@ func TestCheckpointWithoutRunsc(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireFrozen(t, counter) // the old sandbox is gone
-	since := readCounter(t, counter)
-	if since < saved+20 {
+	// (0 if it was killed between the counter's truncate and its write)
+	since := readCount(counter)
+	if since != 0 && since < saved+20 {
 		t.Fatalf("the counter went from %d only to %d in half a second", saved, since)
 	}
 	if _, err := r.Restore(ctx, spec, image); err != nil {
