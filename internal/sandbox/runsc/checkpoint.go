@@ -25,7 +25,8 @@ import (
 //
 // It does not write the state file. Here the same, with one difference:
 // the files are removed again when the call cannot be made, so that runsc,
-// which then runs instead (see "Falling back" above), can create them.
+// which then runs instead (see "Falling back" in the package comment), can
+// create them.
 
 const methodCheckpoint = "containerManager.Checkpoint"
 
@@ -71,13 +72,15 @@ func (r *Runsc) checkpointControl(ctx context.Context, id, imageDir string, leav
 	}()
 	opts := saveOpts{Metadata: map[string]string{"compression": "none"}, HavePagesFile: true, Resume: leaveRunning}
 	sockets := []string{c.Sandbox.ControlSocketPath, filepath.Join(r.stateRoot, "runsc-"+id+".sock")}
+	// No bound on the wait but ctx: the save takes as long as the memory
+	// takes to write.
 	err = callWith(ctx, sockets, methodCheckpoint, opts, files, 0)
-	var unknown *unknownOutcomeError
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, errRemote), errors.As(err, &unknown), ctx.Err() != nil:
-		// The sandbox had the request: what it wrote is no image.
+	case errors.Is(err, errRemote), ctx.Err() != nil:
+		// The save failed, or the caller gave up on it: the files are no
+		// image, and the caller throws the directory away.
 		return fmt.Errorf("runsc checkpoint: %w", err)
 	}
 	removeFiles(files)

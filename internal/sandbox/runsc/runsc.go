@@ -55,7 +55,10 @@
 // carries it out whether anyone waits or not, so the caller's context no
 // longer cuts the wait short, and if no answer comes within answerTimeout
 // the new status is recorded anyway (the sandbox will be in it) and an error
-// returned.
+// returned. Checkpoint's fast path (checkpoint.go) falls back the same way;
+// once the sandbox has its request it waits for the answer as long as the
+// caller's context lasts, since a save takes as long as the memory takes to
+// write.
 //
 // # Memory images
 //
