@@ -170,6 +170,9 @@ func run(ctx context.Context, n int, selected []group, keepLog string) (err erro
 	fmt.Printf("cairn benchmarks, %s, %d cores, kernel %s, %s, load average %s\n\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), kernel(), runscPath, loadavg())
 	for _, g := range selected {
+		// What the previous group wrote goes to disk first, so that its
+		// write-back does not run during this group's timings.
+		syscall.Sync()
 		start := time.Now()
 		if err := g.run(ctx, e); err != nil {
 			if ctx.Err() != nil {
