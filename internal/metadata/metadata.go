@@ -408,8 +408,22 @@ type Store interface {
 	SetCheckpointSize(ctx context.Context, id string, exclusive, total int64) error
 	// SetCheckpointOffsite records manifest as the checkpoint's manifest in
 	// the off-site repository ("" when it has none any more). ErrNotFound
-	// if no checkpoint has that id.
+	// if no checkpoint has that id. A different manifest the checkpoint
+	// named before goes on the account's OffsiteDeletes in the same
+	// transaction.
 	SetCheckpointOffsite(ctx context.Context, id, manifest string) error
+	// OffsiteDeletes returns the manifests to delete from the account's
+	// off-site repository, in no particular order: those that checkpoints
+	// of the account named when they were deleted (DeleteCheckpoint) or
+	// given another (SetCheckpointOffsite). Only these are the store's to
+	// delete: a manifest in the repository that no checkpoint names and
+	// that is not among them was never recorded here (another daemon's, or
+	// this account's from before its store was lost) and must stay.
+	OffsiteDeletes(ctx context.Context, accountID int64) ([]string, error)
+	// ForgetOffsiteDeletes takes manifests off the account's
+	// OffsiteDeletes, once they are gone from the repository; manifests
+	// not on it are ignored.
+	ForgetOffsiteDeletes(ctx context.Context, accountID int64, manifests []string) error
 	// SetCheckpointName names the checkpoint ("" removes its name).
 	// ErrNotFound if no checkpoint has that id, ErrConflict if another
 	// checkpoint of the account has that name; naming a checkpoint what it
@@ -422,7 +436,9 @@ type Store interface {
 	// resuming from a checkpoint that is gone; no other sandbox is touched.
 	// It does not look at the other references: the caller makes sure no
 	// sandbox has it as CurrentCheckpoint. A deleted manual checkpoint's
-	// v-number is not given again.
+	// v-number is not given again. The checkpoint's off-site manifest, if
+	// it has one, goes on the account's OffsiteDeletes in the same
+	// transaction.
 	DeleteCheckpoint(ctx context.Context, id string) error
 
 	// Close releases the store. No method may be called after it.

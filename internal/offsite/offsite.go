@@ -7,11 +7,14 @@
 // behaves; docs/repository-format.md is the format.
 //
 // The metadata store is the truth about which checkpoints exist: a
-// checkpoint row without an off-site manifest is waiting for its upload, and
-// a manifest in the repository that no row names is deleted. So a daemon
-// killed at any point converges on restart: an upload that did not record
-// its manifest is redone (the repository's garbage collection drops what it
-// left), a delete that did not reach the repository is done again.
+// checkpoint row without an off-site manifest is waiting for its upload,
+// and a manifest the store queued for deletion (its checkpoint was deleted)
+// is deleted. A manifest that no row names and that was never queued here
+// stays: another daemon's, or the account's from before a lost host. So a
+// daemon killed at any point converges on restart: an upload that did not
+// record its manifest is redone, a delete that did not reach the
+// repository is done again, and a new host pointed at a dead one's
+// locations deletes nothing of what they hold.
 package offsite
 
 import (
@@ -67,6 +70,7 @@ type Service struct {
 	locRetry  map[string]*backoff
 	repairing string              // the location being brought up to date
 	holders   map[string][]string // manifest → locations holding it (refreshHolders)
+	kept      int                 // manifests no row names and none queued, as last logged
 
 	// Set once the repository is open: what a key slot is made of, for a
 	// location that lacks one.
@@ -171,7 +175,7 @@ func (s *Service) step(ctx context.Context) bool {
 		return false
 	}
 	defer s.refreshHolders(r)
-	s.deleteUnlisted(ctx, r, cks)
+	s.deleteQueued(ctx, r, cks)
 	if s.uploadNext(ctx, r, cks) {
 		return true
 	}
@@ -356,36 +360,78 @@ func (s *Service) ensureKeySlot(ctx context.Context, name string) error {
 	return nil
 }
 
-// deleteUnlisted deletes from the repository every manifest no checkpoint
-// row names: deleted checkpoints, and uploads a crash kept from being
-// recorded.
-func (s *Service) deleteUnlisted(ctx context.Context, r *repo.Repository, cks []metadata.Checkpoint) {
+// deleteQueued deletes from the repository the manifests the store has
+// queued for deletion (those of deleted checkpoints, and ones replaced by
+// another), and then takes them off the queue, with those already gone. A
+// manifest no row names that is not queued stays: this store never
+// recorded it (another daemon's, or this account's from before its store
+// was lost), or a crash kept its upload from being recorded (its chunks
+// are the ones the upload stored again); the log says how many there are.
+func (s *Service) deleteQueued(ctx context.Context, r *repo.Repository, cks []metadata.Checkpoint) {
+	queued, err := s.store.OffsiteDeletes(ctx, s.account.ID)
+	if err != nil {
+		slog.Warn("off-site: list deletes", "err", err)
+		return
+	}
 	named := map[string]bool{}
 	for _, ck := range cks {
 		if ck.OffsiteManifest != "" {
 			named[ck.OffsiteManifest] = true
 		}
 	}
-	var drop []repo.ManifestRef
+	isQueued := map[string]bool{}
+	for _, id := range queued {
+		isQueued[id] = true
+	}
+	stored := map[string]bool{}
+	kept := 0
 	for _, ref := range r.List() {
-		if !named[ref.ID] {
-			drop = append(drop, ref)
+		stored[ref.ID] = true
+		if !named[ref.ID] && !isQueued[ref.ID] {
+			kept++
 		}
 	}
-	if len(drop) == 0 {
+	s.noteKept(kept)
+	if len(queued) == 0 {
 		return
 	}
-	start := s.now()
-	err := r.Delete(ctx, drop...)
-	if errors.Is(err, repo.ErrConflict) {
-		s.reload(ctx, r)
+	var drop []repo.ManifestRef
+	for _, id := range queued {
+		if stored[id] && !named[id] {
+			drop = append(drop, repo.ManifestRef{ID: id})
+		}
 	}
-	if err != nil {
-		slog.Warn("off-site: delete", "manifests", len(drop), "err", err)
-		s.noteLocationErrors(r)
-		return
+	if len(drop) > 0 {
+		start := s.now()
+		err := r.Delete(ctx, drop...)
+		if errors.Is(err, repo.ErrConflict) {
+			s.reload(ctx, r)
+		}
+		if err != nil {
+			slog.Warn("off-site: delete", "manifests", len(drop), "err", err)
+			s.noteLocationErrors(r)
+			return
+		}
+		slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
 	}
-	slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
+	// Deleted now, gone already, or named by a checkpoint again: off the
+	// queue. (A location that missed the delete learns it from the other
+	// one's tombstone when it is repaired.)
+	if err := s.store.ForgetOffsiteDeletes(ctx, s.account.ID, queued); err != nil {
+		slog.Warn("off-site: forget deletes", "err", err)
+	}
+}
+
+// noteKept logs how many manifests in the repository no checkpoint here
+// names and none is queued for deletion, when that changes.
+func (s *Service) noteKept(n int) {
+	s.mu.Lock()
+	changed := n != s.kept
+	s.kept = n
+	s.mu.Unlock()
+	if changed {
+		slog.Info("off-site: manifests kept that no checkpoint here names (another daemon's, this account's from before its metadata was lost, or an upload a crash kept from being recorded)", "manifests", n)
+	}
 }
 
 // uploadNext uploads the oldest checkpoint that waits for it, if any.
@@ -474,10 +520,19 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 		return
 	}
 	s.refreshHolders(r) // before the row names the manifest, so Status never shows ×0
-	if err := s.store.SetCheckpointOffsite(ctx, ck.ID, ref.ID); err != nil {
-		// Deleted meanwhile (ErrNotFound): deleteUnlisted drops the
-		// manifest. Otherwise the upload is redone.
+	// Committed: record it even if the upload was cancelled meanwhile (the
+	// checkpoint's delete then queues the manifest for deletion).
+	rctx := context.WithoutCancel(ctx)
+	if err := s.store.SetCheckpointOffsite(rctx, ck.ID, ref.ID); err != nil {
 		log.Info("off-site: upload not recorded", "err", err)
+		if errors.Is(err, metadata.ErrNotFound) {
+			// Deleted meanwhile: the manifest is this upload's own, and
+			// no row will ever queue it for deletion.
+			if derr := r.Delete(rctx, ref); derr != nil {
+				log.Warn("off-site: delete the upload of a deleted checkpoint", "manifest", ref.ID[:12], "err", derr)
+			}
+		}
+		// Otherwise the upload is redone.
 		return
 	}
 	s.mu.Lock()

@@ -517,3 +517,51 @@ func TestOffsiteFullLocation(t *testing.T) {
 		t.Fatalf("restored copy: %q", out)
 	}
 }
+
+// TestOffsiteSurvivesANewHost: a cairnd with new metadata pointed at the
+// locations and key file of another (the host it replaces died) deletes
+// nothing it did not record itself. The first daemon's checkpoint still
+// restores from off-site after the second has uploaded checkpoints of its
+// own and deleted one of them.
+func TestOffsiteSurvivesANewHost(t *testing.T) {
+	srv := [2]*s3test.Server{s3test.Start(t), s3test.Start(t)}
+	locs := []map[string]any{s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], srv[1].Config.SecretKey)}
+	b, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
+		"offsite": map[string]any{"retry_max": "2s", "locations": locs, "key_file": filepath.Join(t.TempDir(), "account.key")}}}})
+	config := filepath.Join(t.TempDir(), "cairnd.json")
+	if err := os.WriteFile(config, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	old := startDaemon(t, "--config", config)
+	old.create("old")
+	old.sh("old", "mkdir -p /data && head -c 3000000 /dev/urandom > /data/f && echo kept > /data/note")
+	ck := old.checkpoint("old")
+	want := fileSums(t, filepath.Join(old.ckDir("old", ck), "data"))
+	old.waitOffsite("old", ck.ID, "uploaded ×2", 2*time.Minute)
+	old.kill(syscall.SIGTERM)
+
+	replacement := startDaemon(t, "--config", config)
+	replacement.create("new")
+	first := replacement.checkpoint("new")
+	replacement.waitOffsite("new", first.ID, "uploaded ×2", 2*time.Minute)
+	replacement.sh("new", "echo more > /root/more")
+	second := replacement.checkpoint("new")
+	replacement.waitOffsite("new", second.ID, "uploaded ×2", 2*time.Minute)
+	replacement.mustCLI("checkpoint", "delete", "new", first.ID)
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(replacement.logText(), "off-site: deleted"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replacement daemon did not delete its deleted checkpoint's manifest within a minute")
+		}
+	}
+	if !strings.Contains(replacement.logText(), "manifests kept that no checkpoint here names") {
+		t.Error("the replacement daemon's log does not say it kept manifests it did not record")
+	}
+	replacement.kill(syscall.SIGTERM)
+
+	old.start()
+	old.mustCLI("checkpoint", "restore", "old", ck.ID, "--as", "old-again", "--from-offsite")
+	if got := fileSums(t, filepath.Join(old.rootOf("old-again"), "data")); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the first daemon's checkpoint from off-site after the replacement ran:\n got %v\nwant %v", got, want)
+	}
+}

@@ -209,11 +209,74 @@ func (s *Store) SetCheckpointSize(ctx context.Context, id string, exclusive, tot
 // SetCheckpointOffsite implements metadata.Store.
 func (s *Store) SetCheckpointOffsite(ctx context.Context, id, manifest string) error {
 	what := "metadata: set off-site manifest of checkpoint " + id
-	res, err := s.writer.ExecContext(ctx, `UPDATE checkpoints SET offsite_manifest = ? WHERE id = ?`, nullable(manifest), id)
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		if err := queueOffsiteDelete(ctx, tx, id, manifest); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE checkpoints SET offsite_manifest = ? WHERE id = ?`, nullable(manifest), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return metadata.ErrNotFound
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return oneRow(res, what)
+	return nil
+}
+
+// queueOffsiteDelete puts the off-site manifest checkpoint id names, if
+// any and unless it is keep, on its account's off-site deletes.
+func queueOffsiteDelete(ctx context.Context, tx *sql.Tx, id, keep string) error {
+	_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO offsite_deletes (account_id, manifest)
+		SELECT account_id, offsite_manifest FROM checkpoints
+		WHERE id = ? AND offsite_manifest IS NOT NULL AND offsite_manifest != ?`, id, keep)
+	if err != nil {
+		return fmt.Errorf("queue the off-site delete: %w", err)
+	}
+	return nil
+}
+
+// OffsiteDeletes implements metadata.Store.
+func (s *Store) OffsiteDeletes(ctx context.Context, accountID int64) ([]string, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT manifest FROM offsite_deletes WHERE account_id = ?`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: off-site deletes: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			return nil, fmt.Errorf("metadata: off-site deletes: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("metadata: off-site deletes: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetOffsiteDeletes implements metadata.Store.
+func (s *Store) ForgetOffsiteDeletes(ctx context.Context, accountID int64, manifests []string) error {
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		for _, m := range manifests {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM offsite_deletes WHERE account_id = ? AND manifest = ?`, accountID, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("metadata: forget off-site deletes: %w", err)
+	}
+	return nil
 }
 
 // SetCheckpointName implements metadata.Store.
@@ -237,6 +300,9 @@ func (s *Store) SetCheckpointName(ctx context.Context, id, name string) error {
 func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 	what := "metadata: delete checkpoint " + id
 	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		if err := queueOffsiteDelete(ctx, tx, id, ""); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
 		if err != nil {
 			return err

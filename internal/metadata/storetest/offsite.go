@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,4 +67,89 @@ func testCheckpointOffsite(t *testing.T, open OpenFunc) {
 	}
 	err = s.SetCheckpointOffsite(ctx, "cfffffffffffffff", m)
 	wantErr(t, "SetCheckpointOffsite(unknown)", err, metadata.ErrNotFound)
+}
+
+// testOffsiteDeletes: a manifest goes on its account's OffsiteDeletes when
+// its checkpoint is deleted or given another manifest, and only then; the
+// list persists, is per account, and ForgetOffsiteDeletes takes manifests
+// off it.
+func testOffsiteDeletes(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := open(t, clock.Now)
+	a := ensureAccount(t, s, "alice")
+	b := ensureAccount(t, s, "bob")
+	sbA := newSandbox("0000000000000001", a.ID, "web")
+	sbB := newSandbox("0000000000000002", b.ID, "web")
+	create(t, s, sbA)
+	create(t, s, sbB)
+	m := func(c string) string { return strings.Repeat(c, 64) }
+	withManifest := func(id string, sb metadata.Sandbox, manifest string) metadata.Checkpoint {
+		ck := newCheckpoint(id, sb)
+		ck.OffsiteManifest = manifest
+		return createCk(t, s, ck)
+	}
+	ck1 := withManifest("c000000000000001", sbA, m("1"))
+	ck2 := withManifest("c000000000000002", sbA, m("2"))
+	ck3 := withManifest("c000000000000003", sbA, "")
+	ckB := withManifest("c000000000000004", sbB, m("b"))
+	deletes := func(what string, acct int64, want ...string) {
+		t.Helper()
+		got, err := s.OffsiteDeletes(ctx, acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: OffsiteDeletes %v, want %v", what, got, want)
+		}
+	}
+	deletes("new store", a.ID)
+
+	if err := s.SetCheckpointOffsite(ctx, ck1.ID, m("3")); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after a checkpoint got another manifest", a.ID, m("1"))
+	if err := s.SetCheckpointOffsite(ctx, ck1.ID, m("3")); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after it got the same manifest again", a.ID, m("1"))
+	if err := s.SetCheckpointOffsite(ctx, ck3.ID, m("4")); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after a checkpoint got its first manifest", a.ID, m("1"))
+	err := s.SetCheckpointOffsite(ctx, "cfffffffffffffff", m("5"))
+	wantErr(t, "SetCheckpointOffsite(unknown)", err, metadata.ErrNotFound)
+
+	if err := s.DeleteCheckpoint(ctx, ck2.ID); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after deleting a checkpoint", a.ID, m("1"), m("2"))
+	if err := s.DeleteCheckpoint(ctx, ckB.ID); err != nil {
+		t.Fatal(err)
+	}
+	deletes("the other account's", b.ID, m("b"))
+	deletes("after the other account deleted one", a.ID, m("1"), m("2"))
+	if err := s.SetCheckpointOffsite(ctx, ck3.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after a checkpoint's manifest was cleared", a.ID, m("1"), m("2"), m("4"))
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, clock.Now)
+	t.Cleanup(func() { s.Close() })
+	deletes("after reopen", a.ID, m("1"), m("2"), m("4"))
+
+	if err := s.ForgetOffsiteDeletes(ctx, a.ID, []string{m("1"), m("4"), m("9"), m("b")}); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after forgetting two (and two it did not have)", a.ID, m("2"))
+	deletes("the other account's after that", b.ID, m("b"))
+	if err := s.DeleteCheckpoint(ctx, ck3.ID); err != nil {
+		t.Fatal(err)
+	}
+	deletes("after deleting a checkpoint without a manifest", a.ID, m("2"))
 }

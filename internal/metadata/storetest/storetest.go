@@ -79,6 +79,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ResumeCheckpointConcurrentDelete", testResumeCheckpointConcurrentDelete},
 		{"ResumeCheckpointPersistence", testResumeCheckpointPersistence},
 		{"CheckpointOffsite", testCheckpointOffsite},
+		{"OffsiteDeletes", testOffsiteDeletes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
