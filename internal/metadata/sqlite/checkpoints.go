@@ -213,19 +213,25 @@ func (s *Store) SetCheckpointOffsite(ctx context.Context, id, manifest string) e
 		if err := queueOffsiteDelete(ctx, tx, id, manifest); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE checkpoints SET offsite_manifest = ? WHERE id = ?`, nullable(manifest), id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return metadata.ErrNotFound
-		}
-		return nil
+		return execOne(ctx, tx, `UPDATE checkpoints SET offsite_manifest = ? WHERE id = ?`, nullable(manifest), id)
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// execOne runs a statement in tx that must change one row: none is
+// metadata.ErrNotFound.
+func execOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return metadata.ErrNotFound
 	}
 	return nil
 }
@@ -303,16 +309,10 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		if err := queueOffsiteDelete(ctx, tx, id, ""); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
-		if err != nil {
+		if err := execOne(ctx, tx, `DELETE FROM checkpoints WHERE id = ?`, id); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return metadata.ErrNotFound
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET resume_checkpoint = NULL, updated_at = ?
+		_, err := tx.ExecContext(ctx, `UPDATE sandboxes SET resume_checkpoint = NULL, updated_at = ?
 			WHERE resume_checkpoint = ?`, formatTime(s.now()), id)
 		if err != nil {
 			return fmt.Errorf("clear resume checkpoint: %w", err)
