@@ -414,10 +414,19 @@ func (s *Service) deleteQueued(ctx context.Context, r *repo.Repository, cks []me
 		}
 		slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
 	}
-	// Deleted now, gone already, or named by a checkpoint again: off the
+	// Deleted now, named by a checkpoint again, or gone already: off the
 	// queue. (A location that missed the delete learns it from the other
-	// one's tombstone when it is repaired.)
-	if err := s.store.ForgetOffsiteDeletes(ctx, s.account.ID, queued); err != nil {
+	// one's tombstone when it is repaired.) "Gone" counts only while every
+	// location answers: one that is down may hold a manifest the others
+	// never had.
+	allUp := len(r.Unavailable()) == 0
+	var done []string
+	for _, id := range queued {
+		if stored[id] || named[id] || allUp {
+			done = append(done, id)
+		}
+	}
+	if err := s.store.ForgetOffsiteDeletes(ctx, s.account.ID, done); err != nil {
 		slog.Warn("off-site: forget deletes", "err", err)
 	}
 }
