@@ -285,7 +285,7 @@ func (c *client) restore(ctx context.Context, p *printer, id string, noSafety bo
 		p.emitJSON(op)
 	} else {
 		fmt.Fprintln(p.stdout, strings.TrimSpace(fmt.Sprintf(
-			"Restore to %s started (operation %s): this sandbox stops now and comes back restored.", id, op.ID)))
+			"Restore to %s started (operation %s): this sandbox stops in a second and comes back restored.", id, op.ID)))
 	}
 	return nil
 }

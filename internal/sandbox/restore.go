@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -26,6 +27,26 @@ import (
 // if it was running. Execs that arrive meanwhile wait and then run on the
 // restored sandbox.
 func (m *Manager) Restore(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
+	return m.restore(ctx, account, name, ref, req, 0)
+}
+
+// InsideRestoreGrace is how long a restore in place asked for from inside
+// the sandbox waits before it stops the sandbox: the caller is one of the
+// processes it ends, and it has that long to get its answer out (cairn-env
+// prints it, and its output travels to whoever ran it). The sandbox is
+// busy meanwhile: other lifecycle operations are refused, execs wait.
+const InsideRestoreGrace = time.Second
+
+// RestoreFromInside is Restore in place, asked for by a process inside the
+// sandbox (its management socket): it starts after InsideRestoreGrace.
+func (m *Manager) RestoreFromInside(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
+	if req.As != "" {
+		return nil, errdefs.New(api.CodeInvalidArgument, "restoring into a new sandbox is not possible from inside a sandbox")
+	}
+	return m.restore(ctx, account, name, ref, req, InsideRestoreGrace)
+}
+
+func (m *Manager) restore(ctx context.Context, account, name, ref string, req api.RestoreRequest, grace time.Duration) (*operation.Op, error) {
 	if req.As != "" {
 		acct, sb, err := m.lookup(ctx, account, name)
 		if err != nil {
@@ -58,6 +79,14 @@ func (m *Manager) Restore(ctx context.Context, account, name, ref string, req ap
 		return nil, err
 	}
 	return m.lifecycleOp("sandbox.restore", sb, func(ctx context.Context, op *operation.Op) (any, error) {
+		if grace > 0 {
+			op.Progress("Restoring in %s: the caller inside the sandbox gets its answer first", grace)
+			select {
+			case <-time.After(grace):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		src := m.ckPath(ck)
 		if fromOffsite {
 			if ck.HasMemory && !req.DiskOnly {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/cairn-sandbox/cairn/api"
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // sandboxRoutes is the API of the management socket, /.cairn/api.sock,
@@ -108,10 +107,7 @@ func (s *Server) sbRestore(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if req.As != "" {
-		return errdefs.New(api.CodeInvalidArgument, "restoring into a new sandbox is not possible from inside a sandbox")
-	}
-	op, err := s.sandboxes.Restore(context.WithoutCancel(r.Context()), sc.account, sc.name, r.PathValue("id"), req)
+	op, err := s.sandboxes.RestoreFromInside(context.WithoutCancel(r.Context()), sc.account, sc.name, r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}

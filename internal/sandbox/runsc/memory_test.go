@@ -24,7 +24,7 @@ import (
 // still reading the image when it is deleted (see "Memory images" in the
 // package comment).
 //
-// The memory checked is 256 MiB of random data in /tmp, gVisor's tmpfs,
+// The memory checked is 512 MiB of random data in /tmp, gVisor's tmpfs,
 // whose pages live in the sentry's memory file like any process memory
 // and so travel in pages.img; the shell that wrote it keeps counting.
 func TestRestoreOutlivesItsImage(t *testing.T) {
@@ -41,7 +41,7 @@ func TestRestoreOutlivesItsImage(t *testing.T) {
 	r := New(bin, newStateRoot(t, filepath.Join(dir, "state")))
 
 	const id = "mem"
-	spec := busyboxSpec(t, dir, id, `dd if=/dev/urandom of=/tmp/fill bs=1M count=256 2>/dev/null && md5sum /tmp/fill > /tmp/sum &&
+	spec := busyboxSpec(t, dir, id, `dd if=/dev/urandom of=/tmp/fill bs=1M count=512 2>/dev/null && md5sum /tmp/fill > /tmp/sum &&
 		i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done`)
 	counter := startCounter(ctx, t, r, spec, 20)
 
