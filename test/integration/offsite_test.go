@@ -28,17 +28,28 @@ import (
 // every 2 s at most.
 func offsiteDaemon(t *testing.T) (*daemon, [2]*s3test.Server) {
 	t.Helper()
+	srv, locs := s3Locations(t)
+	return startDaemon(t, "--config", offsiteConfig(t, locs, "")), srv
+}
+
+// s3Locations starts two S3 servers (versitygw) and returns them and their
+// configs as the locations "east" and "west".
+func s3Locations(t *testing.T) ([2]*s3test.Server, []map[string]any) {
+	t.Helper()
 	srv := [2]*s3test.Server{s3test.Start(t), s3test.Start(t)}
-	locs := []map[string]any{s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], srv[1].Config.SecretKey)}
-	return startDaemon(t, "--config", offsiteConfig(t, locs)), srv
+	return srv, []map[string]any{s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], srv[1].Config.SecretKey)}
 }
 
 // offsiteConfig writes a cairnd config file naming the account's two
 // off-site locations, retried every 2 s at most, and returns its path.
-func offsiteConfig(t *testing.T, locs []map[string]any) string {
+// The key file is keyFile, or with "" the daemon's own (in its data dir).
+func offsiteConfig(t *testing.T, locs []map[string]any, keyFile string) string {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
-		"offsite": map[string]any{"retry_max": "2s", "locations": locs}}}})
+	offsite := map[string]any{"retry_max": "2s", "locations": locs}
+	if keyFile != "" {
+		offsite["key_file"] = keyFile
+	}
+	b, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{"offsite": offsite}}})
 	path := filepath.Join(t.TempDir(), "cairnd.json")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -480,7 +491,7 @@ func TestOffsiteWrongKeyAndBadCredentials(t *testing.T) {
 	// Bad credentials for one S3 location: uploaded ×1, with the error.
 	srv := [2]*s3test.Server{s3test.Start(t), s3test.Start(t)}
 	d2 := startDaemon(t, "--config", offsiteConfig(t, []map[string]any{
-		s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], "wrong-secret")}))
+		s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], "wrong-secret")}, ""))
 	d2.create("c")
 	d2.checkpoint("c")
 	ck = d2.waitOffsite("c", "v0", "uploaded ×1", time.Minute)
@@ -498,7 +509,7 @@ func TestOffsiteFullLocation(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", small).Run() })
 	roomy := t.TempDir()
 	d := startDaemon(t, "--config", offsiteConfig(t, []map[string]any{
-		{"name": "small", "dir": small}, {"name": "roomy", "dir": roomy}}))
+		{"name": "small", "dir": small}, {"name": "roomy", "dir": roomy}}, ""))
 	d.create("full")
 	d.sh("full", "mkdir -p /data && head -c 8000000 /dev/urandom > /data/big")
 	ck := d.checkpoint("full")
@@ -524,14 +535,8 @@ func TestOffsiteFullLocation(t *testing.T) {
 // restores from off-site after the second has uploaded checkpoints of its
 // own and deleted one of them.
 func TestOffsiteSurvivesANewHost(t *testing.T) {
-	srv := [2]*s3test.Server{s3test.Start(t), s3test.Start(t)}
-	locs := []map[string]any{s3Location("east", srv[0], srv[0].Config.SecretKey), s3Location("west", srv[1], srv[1].Config.SecretKey)}
-	b, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
-		"offsite": map[string]any{"retry_max": "2s", "locations": locs, "key_file": filepath.Join(t.TempDir(), "account.key")}}}})
-	config := filepath.Join(t.TempDir(), "cairnd.json")
-	if err := os.WriteFile(config, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	_, locs := s3Locations(t)
+	config := offsiteConfig(t, locs, filepath.Join(t.TempDir(), "account.key"))
 
 	old := startDaemon(t, "--config", config)
 	old.create("old")
