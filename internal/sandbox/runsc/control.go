@@ -84,6 +84,19 @@ type containerState struct {
 	} `json:"sandbox"`
 }
 
+// parseState decodes the state file at path, raw, of container id, which
+// must be the root container of its own sandbox.
+func parseState(raw []byte, path, id string) (containerState, error) {
+	var c containerState
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, fmt.Errorf("state file %s: %w", path, err)
+	}
+	if !c.isSandboxRoot(id) {
+		return c, fmt.Errorf("state file %s is not that of a sandbox's root container %q", path, id)
+	}
+	return c, nil
+}
+
 // isSandboxRoot reports whether c is the root container of its own
 // sandbox, named id: the only kind cairn makes, and the only kind the fast
 // paths handle.
@@ -199,10 +212,8 @@ func (r *Runsc) lockState(ctx context.Context, id, verb string) (*heldState, err
 	case err != nil:
 		err = fallback("read state file: %w", err)
 	default:
-		if jerr := json.Unmarshal(h.raw, &h.containerState); jerr != nil {
-			err = fallback("state file %s: %w", h.path, jerr)
-		} else if !h.isSandboxRoot(id) {
-			err = fallback("state file %s is not that of a sandbox's root container %q", h.path, id)
+		if h.containerState, err = parseState(h.raw, h.path, id); err != nil {
+			err = &fallbackError{err}
 		}
 	}
 	if err != nil {

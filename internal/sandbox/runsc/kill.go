@@ -2,7 +2,6 @@ package runsc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -53,12 +52,9 @@ func (r *Runsc) KillProcesses(ctx context.Context, id string) (wait func(context
 	if err != nil {
 		return nil, err
 	}
-	var st containerState
-	if err := json.Unmarshal(raw, &st); err != nil {
+	st, err := parseState(raw, base+".state", id)
+	if err != nil {
 		return nil, err
-	}
-	if !st.isSandboxRoot(id) {
-		return nil, fmt.Errorf("state file of %q is not that of a sandbox's root container", id)
 	}
 	var fds []int
 	closeAll := func() {
