@@ -32,8 +32,8 @@ type Sandbox struct {
 	// Pid is the host pid of the runsc sandbox process while running.
 	Pid int `json:"pid,omitempty"`
 	// Container is the name of its runsc container while running: the
-	// sandbox id, or the id and a suffix right after a restore in place
-	// (for runsc by hand: runsc --root DATA-DIR/runsc ps CONTAINER).
+	// sandbox id, a dot and a generation (for runsc by hand: runsc --root
+	// DATA-DIR/runsc ps CONTAINER).
 	Container string `json:"container,omitempty"`
 	// CurrentCheckpoint is the id of the checkpoint the disk was last
 	// restored or forked from.

@@ -49,7 +49,7 @@ type Snapshotter interface {
 
 // Request is one checkpoint to take.
 type Request struct {
-	SandboxID string // container id
+	Container string // the sandbox's runsc container
 	Root      string // the sandbox's root subvolume
 	Dest      string // where the read-only snapshot goes
 	Running   bool   // a stopped sandbox is snapshotted as is, without pause
@@ -105,12 +105,12 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 	cancel()
 	res.Quiesce = time.Since(t0)
 	if qerr != nil {
-		slog.Warn("checkpoint: quiesce did not finish; taking a crash-consistent checkpoint", "sandbox", r.SandboxID, "err", qerr)
+		slog.Warn("checkpoint: quiesce did not finish; taking a crash-consistent checkpoint", "container", r.Container, "err", qerr)
 		progress(fmt.Sprintf("Quiesce did not finish within %s (%v): checkpoint will be crash-consistent", timeout, qerr))
 		res.Consistency = Crash
 	}
 
-	if err := r.Runtime.Pause(ctx, r.SandboxID); err != nil {
+	if err := r.Runtime.Pause(ctx, r.Container); err != nil {
 		// A failed pause may still have frozen part of it.
 		resume(r)
 		return res, fmt.Errorf("pause: %w", err)
@@ -133,7 +133,7 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 	if r.Memory {
 		progress("Saving memory")
 		t := time.Now()
-		if err := r.Checkpointer.Checkpoint(ctx, r.SandboxID, r.MemoryDir, !r.StopAfter); err != nil {
+		if err := r.Checkpointer.Checkpoint(ctx, r.Container, r.MemoryDir, !r.StopAfter); err != nil {
 			return res, fmt.Errorf("memory checkpoint: %w", err)
 		}
 		stopped = r.StopAfter
@@ -147,13 +147,13 @@ func resume(r Request) error {
 	var err error
 	for i := 0; i < 5; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = r.Runtime.Resume(ctx, r.SandboxID)
+		err = r.Runtime.Resume(ctx, r.Container)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
 	}
-	slog.Error("checkpoint: could not resume sandbox", "sandbox", r.SandboxID, "err", err)
+	slog.Error("checkpoint: could not resume sandbox", "container", r.Container, "err", err)
 	return fmt.Errorf("resume: %w", err)
 }

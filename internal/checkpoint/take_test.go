@@ -49,7 +49,7 @@ func (r *recorder) Snapshot(ctx context.Context, src, dst string, ro bool) error
 }
 
 func request(r *recorder, running bool) Request {
-	return Request{SandboxID: "sb", Root: "/root", Dest: "/ck", Running: running, Agent: r, Runtime: r, Pool: r, QuiesceTimeout: 50 * time.Millisecond}
+	return Request{Container: "sb", Root: "/root", Dest: "/ck", Running: running, Agent: r, Runtime: r, Pool: r, QuiesceTimeout: 50 * time.Millisecond}
 }
 
 func TestTakeQuiescesPausesSnapshotsResumes(t *testing.T) {

@@ -84,7 +84,6 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	inst := m.live[sb.ID]
 	m.mu.Unlock()
 	req := checkpoint.Request{
-		SandboxID:    m.containerOf(sb.ID),
 		Root:         m.cfg.Pool.SandboxPath(sb.ID),
 		Dest:         dest,
 		Running:      inst != nil,
@@ -96,7 +95,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 		Progress:     func(s string) { op.Progress("%s", s) },
 	}
 	if inst != nil {
-		req.Agent = inst.agent
+		req.Agent, req.Container = inst.agent, inst.container
 	}
 	if opts.Memory {
 		if inst == nil {

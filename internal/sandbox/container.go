@@ -12,27 +12,26 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// A sandbox's runsc container is named after the sandbox: its id, or, while
-// an earlier container of the sandbox is still being removed, its id, a dot
-// and a time in base 36 ("3f2a….lq0x9c1k2"). A restore in place replaces a
-// running container: waiting for the old sandbox process to exit (the
-// kernel freeing its memory: ~0.1 s per 512 MiB) before starting the new one
-// under the same name would put that on the restore's critical path, so the
-// old one is killed, the new one starts at once under a fresh name, and the
-// old one is removed in the background (retireContainer). For a moment both
-// hold memory. Recover maps container names back to sandboxes and keeps the
-// newest running one of each.
+// A sandbox's runsc container is named after the sandbox: its id, a dot,
+// and the time it was made, in nanoseconds, as 13 base-36 digits
+// ("3f2a….0dn7u78k58rtc"). A restore in place replaces a running
+// container: waiting for the old sandbox process to exit (the kernel
+// freeing its memory: ~0.1 s per 512 MiB) before starting the new one would
+// put that on the restore's critical path, so the old one is killed, the
+// new one starts at once under its own name, and the old one is removed in
+// the background (retireContainer). For a moment both hold memory. Recover
+// maps container names back to sandboxes and keeps the newest running one
+// of each.
+//
+// No name may be the beginning of another: runsc takes a container id as a
+// prefix and refuses one that begins more than one name, even one that is a
+// name in full. So the time has a fixed width, and a container of an
+// earlier cairn named with the bare sandbox id is removed before another of
+// its sandbox starts.
 
-// containerOf is the name of sandbox id's running container: the live
-// instance's, else the sandbox id.
-func (m *Manager) containerOf(id string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if inst := m.live[id]; inst != nil && inst.container != "" {
-		return inst.container
-	}
-	return id
-}
+// genDigits is the width of a container name's generation: base-36
+// nanoseconds since 1970 take 13 digits until the year 2140.
+const genDigits = 13
 
 // detach takes sandbox id's instance out of the live ones and returns it
 // (nil if it had none) and the name of its container.
@@ -48,16 +47,11 @@ func (m *Manager) detach(id string) (*instance, string) {
 	return inst, id
 }
 
-// newContainerName picks the name of a container about to start for
-// sandbox id: the id itself unless an earlier container of it is still
-// being removed.
-func (m *Manager) newContainerName(id string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.retiring[id] == 0 {
-		return id
-	}
-	return id + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+// newContainerName is the name of a container about to start for sandbox
+// id.
+func newContainerName(id string) string {
+	gen := strconv.FormatInt(time.Now().UnixNano(), 36)
+	return id + "." + strings.Repeat("0", max(0, genDigits-len(gen))) + gen
 }
 
 // sandboxOfContainer returns the sandbox id a container name belongs to and
@@ -86,22 +80,17 @@ func (m *Manager) retireContainer(ctx context.Context, sb metadata.Sandbox) erro
 	if inst != nil {
 		inst.close()
 	}
+	if _, gen := sandboxOfContainer(name); gen == 0 {
+		// An earlier cairn's bare-id name: runsc could no longer tell it
+		// from the next container's (see above).
+		return m.deleteContainer(ctx, sb, name)
+	}
 	wait, err := m.cfg.Runtime.KillProcesses(ctx, name)
 	if err != nil {
 		slog.Debug("retire container: removing it before going on", "sandbox", sb.Name, "container", name, "err", err)
 		return m.deleteContainer(ctx, sb, name)
 	}
-	m.mu.Lock()
-	m.retiring[sb.ID]++
-	m.mu.Unlock()
 	m.retirements.Go(func() {
-		defer func() {
-			m.mu.Lock()
-			if m.retiring[sb.ID]--; m.retiring[sb.ID] == 0 {
-				delete(m.retiring, sb.ID)
-			}
-			m.mu.Unlock()
-		}()
 		ctx := context.Background()
 		logErr("retire container: wait for its processes", wait(ctx), "sandbox", sb.Name, "container", name)
 		logErr("retire container: delete", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name, "container", name)

@@ -308,7 +308,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 		return err
 	}
 	undo.Add(inst.close)
-	name := m.newContainerName(sb.ID)
+	name := newContainerName(sb.ID)
 	spec := runsc.Spec{
 		ID:       name,
 		Hostname: sb.Name,

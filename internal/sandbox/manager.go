@@ -94,9 +94,8 @@ type Manager struct {
 	// was skipped (disk limit…); shown by status.
 	autoSkipped map[string]string
 	changed     chan struct{} // closed and replaced when live or busy change
-	// retiring counts, per sandbox id, the containers being removed in the
-	// background (see retireContainer); retirements waits for them.
-	retiring    map[string]int
+	// retirements waits for the containers being removed in the
+	// background (see retireContainer).
 	retirements sync.WaitGroup
 }
 
@@ -130,7 +129,6 @@ func NewManager(cfg Config) (*Manager, error) {
 		reserved:    map[string]bool{},
 		ckLocks:     map[string]*sync.Mutex{},
 		autoSkipped: map[string]string{},
-		retiring:    map[string]int{},
 		changed:     make(chan struct{}),
 	}, nil
 }

@@ -231,8 +231,8 @@ func TestRestoreInPlaceReplacesTheContainer(t *testing.T) {
 		return out
 	}
 	before := info()
-	if before.Container != sb.ID {
-		t.Fatalf("container of a started sandbox: %q, want its id %s", before.Container, sb.ID)
+	if !strings.HasPrefix(before.Container, sb.ID+".") {
+		t.Fatalf("container of a started sandbox: %q, want its id %s, a dot and a generation", before.Container, sb.ID)
 	}
 	d.mustCLI("rollback", "rc", ck.ID, "--no-safety-checkpoint")
 	after := info()
@@ -252,6 +252,15 @@ func TestRestoreInPlaceReplacesTheContainer(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if m := d.count("rc"); m <= n {
 		t.Fatalf("the adopted sandbox's counter does not count: %d then %d", n, m)
+	}
+	// Without a restart in between, the replaced container goes in the
+	// background.
+	d.mustCLI("rollback", "rc", ck.ID, "--no-safety-checkpoint")
+	again := info()
+	for deadline := time.Now().Add(15 * time.Second); !slices.Equal(ours(), []string{again.Container}); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("runsc containers of the sandbox 15 s after a second restore: %v, want only %s", ours(), again.Container)
+		}
 	}
 	d.mustCLI("delete", "rc")
 	if got := ours(); len(got) != 0 {

@@ -203,13 +203,13 @@ func TestDaemonKilledWhileSandboxRuns(t *testing.T) {
 func TestDaemonStartsWhenAPausedSandboxDied(t *testing.T) {
 	d := startDaemon(t)
 	d.create("ok")
-	sb := d.create("gone")
+	d.create("gone")
 	d.sh("gone", "echo precious > /root/data && sync")
 	var info api.Sandbox
 	json.Unmarshal([]byte(d.mustCLI("--json", "info", "gone")), &info)
 	d.kill(syscall.SIGKILL)
 	runscRoot := filepath.Join(d.dataDir, "runsc")
-	if out, err := exec.Command("runsc", "--root", runscRoot, "pause", sb.ID).CombinedOutput(); err != nil {
+	if out, err := exec.Command("runsc", "--root", runscRoot, "pause", info.Container).CombinedOutput(); err != nil {
 		t.Fatalf("runsc pause: %v: %s", err, out)
 	}
 	if info.Pid <= 0 {
@@ -339,8 +339,10 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	if slices.Contains(d.poolEntries(), sb.ID) {
 		t.Fatalf("root subvolume %s left in the pool", sb.ID)
 	}
-	if slices.Contains(d.containers(), sb.ID) {
-		t.Fatalf("container %s left in runsc", sb.ID)
+	for _, c := range d.containers() {
+		if strings.HasPrefix(c, sb.ID) {
+			t.Fatalf("container %s of the sandbox left in runsc", c)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "sandboxes", sb.ID)); !os.IsNotExist(err) {
 		t.Fatalf("host directory of %s left: %v", sb.ID, err)
