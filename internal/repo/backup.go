@@ -401,11 +401,12 @@ func (b *backupRun) chunkFrom(f *os.File, n *manifest.Node, from uint64, stop fu
 // parent old, given the stream ranges it shares with the parent's file on
 // disk. The result is the chunk list a full read would give, reading only
 // around what changed. FastCDC keeps no state from one chunk to the next:
-// where a cut of the parent's starts a chunk whose bytes are all shared
-// (and within MaxSize of neither end, unless both files have the same
-// length, since the chunker looks at most MaxSize ahead and no further
-// than the end), chunking the new file from that cut ends that chunk where
-// the parent's ended. So the parent's chunk is taken unread, and reading
+// where a cut of the parent's starts a chunk whose bytes are all shared,
+// and so is the byte after it (FastCDC decides a cut before MaxSize by the
+// byte at the cut), and which does not start within MaxSize of the end of
+// the shorter file unless both have the same length (the chunker looks
+// ahead no further than the end), chunking the new file from that cut ends
+// that chunk where the parent's ended. So the parent's chunk is taken unread, and reading
 // starts again only at a parent chunk that is not entirely shared, until a
 // cut lands on a parent's cut again.
 func (b *backupRun) chunkChanged(f *os.File, n, old *manifest.Node, shared []fiemap.Range) (uint64, error) {
@@ -418,14 +419,20 @@ func (b *backupRun) chunkChanged(f *os.File, n, old *manifest.Node, shared []fie
 	}
 	k := 0 // the first shared range that may still cover a chunk
 	reusable := func(j int) bool {
-		start, end := starts[j], starts[j]+uint64(old.Chunks[j].Length)
+		length := uint64(old.Chunks[j].Length)
+		start, end := starts[j], starts[j]+length
 		if end > newLen || (oldLen != newLen && start+chunker.MaxSize > min(oldLen, newLen)) {
 			return false
+		}
+		// A cut before MaxSize is decided by the byte at the cut too.
+		through := end
+		if length < chunker.MaxSize && end < newLen {
+			through++
 		}
 		for k < len(shared) && shared[k].End() <= start {
 			k++
 		}
-		return k < len(shared) && shared[k].Offset <= start && end <= shared[k].End() && b.known(old.Chunks[j].ID)
+		return k < len(shared) && shared[k].Offset <= start && through <= shared[k].End() && b.known(old.Chunks[j].ID)
 	}
 	j := 0 // the first parent chunk not before pos
 	atReusable := func(pos uint64) bool {

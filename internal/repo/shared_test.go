@@ -1,7 +1,9 @@
 package repo
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,10 +36,17 @@ func TestChangedFileReadsOnlyWhatChanged(t *testing.T) {
 
 	const size = 24 << 20
 	base := randomBytes(size, 1)
-	files := []string{"inplace", "start", "end", "grow", "shrink", "rewritten", "sparse"}
-	for _, name := range files {
+	files := []string{"inplace", "start", "end", "grow", "shrink", "rewritten", "sparse", "nextbyte"}
+	for _, name := range files[:len(files)-1] {
 		write(t, filepath.Join(live, name), base)
 	}
+	// FastCDC decides a cut at c by the byte at c, the first of the next
+	// chunk: a chunk all of whose bytes are shared is not the parent's if
+	// the byte after it changed. "nextbyte" has a cut on a page boundary,
+	// and the page there is rewritten.
+	f := newFixture(t)
+	nextByte, cut := cutOnPage(t, base, f.repo.keys.ChunkerKey())
+	write(t, filepath.Join(live, "nextbyte"), nextByte)
 	write(t, filepath.Join(live, "same"), randomBytes(3<<20, 2))
 	snap1 := pool.TempPath("snap1")
 	must(t, pool.Snapshot(ctx, live, snap1, true))
@@ -53,6 +62,7 @@ func TestChangedFileReadsOnlyWhatChanged(t *testing.T) {
 	for i, off := range []int64{3 << 20, 9<<20 + 123, 17 << 20} { // three pages, as a database writes them
 		pwrite("inplace", off, 4096, uint64(10+i))
 	}
+	pwrite("nextbyte", int64(cut), 4096, 24)
 	pwrite("start", 0, 100, 20)
 	pwrite("end", size-5000, 5000, 21)
 	pwrite("grow", size, 3<<20, 22)
@@ -65,7 +75,6 @@ func TestChangedFileReadsOnlyWhatChanged(t *testing.T) {
 	snap2 := pool.TempPath("snap2")
 	must(t, pool.Snapshot(ctx, live, snap2, true))
 
-	f := newFixture(t)
 	ref1, _ := f.backup(t, snap1, nil)
 	ref2, st, err := f.repo.Backup(ctx, snap2, BackupOptions{Parent: &ref1, ParentDir: snap1})
 	must(t, err)
@@ -75,11 +84,11 @@ func TestChangedFileReadsOnlyWhatChanged(t *testing.T) {
 	}
 	// Whole: "rewritten" and "sparse" (its layout changed); the others only
 	// around their changes, a few chunks each.
-	if maxRead := int64(2*size + 5*4*chunker.MaxSize); st.BytesRead > maxRead {
+	if maxRead := int64(2*size + 6*4*chunker.MaxSize); st.BytesRead > maxRead {
 		t.Errorf("read %d bytes, want at most %d", st.BytesRead, maxRead)
 	}
-	if st.BytesShared < 4*size-4*4*chunker.MaxSize {
-		t.Errorf("took %d bytes unread from the parent, want nearly all of 4 files of %d", st.BytesShared, size)
+	if st.BytesShared < 5*size-5*4*chunker.MaxSize {
+		t.Errorf("took %d bytes unread from the parent, want nearly all of 5 files of %d", st.BytesShared, size)
 	}
 	want := referenceChunks(t, snap2, f.repo.keys)
 	m := loadManifest(t, f, ref2)
@@ -144,4 +153,43 @@ func loadManifest(t *testing.T, f *fixture, ref ManifestRef) *manifest.Manifest 
 	m, err := manifest.Decode(plain)
 	must(t, err)
 	return m
+}
+
+// cutOnPage returns data like base, with a few bytes before it, whose
+// chunks under key have a cut (not one forced at MaxSize) on a 4 KiB
+// boundary, and that cut. Cuts after the first few follow the content, so
+// the bytes put before base move them onto the boundary.
+func cutOnPage(t *testing.T, base, key []byte) ([]byte, uint64) {
+	t.Helper()
+	baseCuts := cutsOf(t, base, key)
+	for k := 3; k < len(baseCuts)-3; k++ {
+		pad := (4096 - baseCuts[k]%4096) % 4096
+		data := append(randomBytes(int(pad), 30), base...)
+		cuts := cutsOf(t, data, key)
+		for i := 1; i < len(cuts); i++ {
+			if cuts[i] == baseCuts[k]+pad && cuts[i]-cuts[i-1] < chunker.MaxSize {
+				return data, cuts[i]
+			}
+		}
+	}
+	t.Fatal("no cut could be moved onto a page boundary")
+	return nil, 0
+}
+
+// cutsOf returns the offsets at which data's chunks under key end.
+func cutsOf(t *testing.T, data, key []byte) []uint64 {
+	t.Helper()
+	c, err := chunker.New(bytes.NewReader(data), key)
+	must(t, err)
+	var cuts []uint64
+	var off uint64
+	for {
+		chunk, err := c.Next()
+		if err == io.EOF {
+			return cuts
+		}
+		must(t, err)
+		off += uint64(len(chunk))
+		cuts = append(cuts, off)
+	}
 }
