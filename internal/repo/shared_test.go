@@ -109,27 +109,6 @@ func TestChangedFileReadsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
-// Outside btrfs nothing is taken unread, however the extents look.
-func TestParentDirOnAnotherFileSystemIsNotUsed(t *testing.T) {
-	f := newFixture(t)
-	src := filepath.Join(t.TempDir(), "src")
-	write(t, filepath.Join(src, "db"), randomBytes(8<<20, 1))
-	ref1, _ := f.backup(t, src, nil)
-	parent := filepath.Join(t.TempDir(), "parent")
-	write(t, filepath.Join(parent, "db"), randomBytes(8<<20, 1))
-	fh, err := os.OpenFile(filepath.Join(src, "db"), os.O_WRONLY, 0)
-	must(t, err)
-	_, err = fh.WriteAt([]byte("changed in place"), 4<<20)
-	must(t, err)
-	must(t, fh.Close())
-	ref2, st, err := f.repo.Backup(context.Background(), src, BackupOptions{Parent: &ref1, ParentDir: parent})
-	must(t, err)
-	if st.BytesShared != 0 || st.BytesRead != 8<<20 {
-		t.Errorf("took %d bytes unread, read %d; want a whole read", st.BytesShared, st.BytesRead)
-	}
-	f.restoreEqual(t, ref2, src)
-}
-
 func TestStreamRanges(t *testing.T) {
 	r := func(off, n uint64) fiemap.Range { return fiemap.Range{Offset: off, Length: n} }
 	x := func(off, n uint64) manifest.Extent { return manifest.Extent{Offset: off, Length: n} }

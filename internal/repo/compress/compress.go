@@ -29,15 +29,16 @@ const (
 	zstd1 = 1
 )
 
-// The encoder is shared: EncodeAll is safe for concurrent use and keeps one
-// state per GOMAXPROCS, so that many goroutines compress at once without
-// waiting for each other. Default level, as restic's "auto". A single
-// segment makes the frame record its size. No checksum: every body is
-// sealed with AES-GCM and a chunk is checked against its keyed id (4 bytes
-// less per body). Literals are entropy-coded even in blocks without
-// matches, which the default level skips: 0.04% smaller on the bench's mixed
-// gigabyte (0.27 MB, mostly text) for about 2% more CPU, spent on
-// incompressible data.
+// One shared encoder per Level: EncodeAll is safe for concurrent use and
+// keeps one state per GOMAXPROCS, so that many goroutines compress at once
+// without waiting for each other. Default is restic's "auto"; Better is for
+// a base backup (see Level). A single segment makes the frame record its
+// size. No checksum: every body is sealed with AES-GCM and a chunk is
+// checked against its keyed id (4 bytes less per body). Literals are
+// entropy-coded even in blocks without matches, which the default level
+// skips: 0.04% smaller on the bench's mixed gigabyte (0.27 MB, mostly text)
+// for about 2% more CPU (measured before Incompressible kept random-looking
+// chunks away from zstd).
 var (
 	encoders   = [...]*zstd.Encoder{Default: newEncoder(zstd.SpeedDefault), Better: newEncoder(zstd.SpeedBetterCompression)}
 	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<30))

@@ -1,10 +1,15 @@
 package fiemap
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/cairn-sandbox/cairn/internal/testenv"
+	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 func TestShared(t *testing.T) {
@@ -52,5 +57,45 @@ func TestExtentsOfAFile(t *testing.T) {
 	}
 	if data != blocks*4096 || ext[len(ext)-1].Flags&FlagLast == 0 {
 		t.Fatalf("%d extents with %d bytes of data (want %d), last flags %#x", len(ext), data, blocks*4096, ext[len(ext)-1].Flags)
+	}
+}
+
+// SameCopyOnWrite is what lets a backup trust equal extents: true for two
+// subvolumes of one btrfs, false across two btrfs file systems and outside
+// btrfs.
+func TestSameCopyOnWrite(t *testing.T) {
+	testenv.Require(t, "mkfs.btrfs", "btrfs")
+	ctx := context.Background()
+	var pools [2]*volume.Pool
+	for i := range pools {
+		dir := t.TempDir()
+		p, err := volume.OpenLoop(ctx, dir, 256<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { exec.Command("umount", p.Root()).Run() })
+		pools[i] = p
+	}
+	a, b, other := pools[0].TempPath("a"), pools[0].TempPath("b"), pools[1].TempPath("c")
+	for _, p := range []struct {
+		pool *volume.Pool
+		path string
+	}{{pools[0], a}, {pools[0], b}, {pools[1], other}} {
+		if err := p.pool.Create(ctx, p.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := t.TempDir() // the test machine's /tmp: not btrfs here
+	for _, c := range []struct {
+		x, y string
+		want bool
+	}{{a, b, true}, {a, other, false}, {a, plain, false}, {plain, plain, false}} {
+		got, err := SameCopyOnWrite(c.x, c.y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("SameCopyOnWrite(%s, %s) = %v, want %v", c.x, c.y, got, c.want)
+		}
 	}
 }
