@@ -54,7 +54,7 @@ const maxSealers = 8
 type Stats struct {
 	Files         int   // regular files in the tree (hard links counted once)
 	FilesRead     int   // files read; the others reused the parent's chunk lists unread
-	BytesRead     int64 // bytes read from files
+	BytesRead     int64 // bytes read from files, the chunker's read-ahead included
 	BytesShared   int64 // bytes of changed files whose chunks were the parent's, unread (see BackupOptions.ParentDir)
 	ChunksNew     int   // chunks packed and uploaded
 	ChunksReused  int   // chunks already stored (or already packed by this backup)
@@ -371,10 +371,12 @@ func (b *backupRun) file(p string, n *manifest.Node) error {
 // queueing the new ones, until the end or until stop, called after each
 // chunk with the offset past it, says so. It returns the bytes it chunked.
 func (b *backupRun) chunkFrom(f *os.File, n *manifest.Node, from uint64, stop func(pos uint64) bool) (uint64, error) {
-	b.chunker.Reset(streamReader(f, n.Extents, from))
+	src := &countingReader{r: streamReader(f, n.Extents, from)}
+	b.chunker.Reset(src)
 	var read uint64
 	for {
 		chunk, err := b.chunker.Next()
+		b.stats.BytesRead += src.take() // with the chunker's read-ahead
 		if err == io.EOF {
 			return read, nil
 		}
@@ -382,7 +384,6 @@ func (b *backupRun) chunkFrom(f *os.File, n *manifest.Node, from uint64, stop fu
 			return read, err
 		}
 		read += uint64(len(chunk))
-		b.stats.BytesRead += int64(len(chunk))
 		b.report()
 		id := b.r.keys.ChunkID(chunk)
 		n.Chunks = append(n.Chunks, manifest.Chunk{ID: id, Length: uint32(len(chunk))})
@@ -458,6 +459,25 @@ func (b *backupRun) chunkChanged(f *os.File, n, old *manifest.Node, shared []fie
 		}
 	}
 	return pos, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64 // since the last take
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// take returns the bytes read since it was last called.
+func (c *countingReader) take() int64 {
+	n := c.n
+	c.n = 0
+	return n
 }
 
 // sharedWithParent returns the stream ranges (offsets in the back-to-back
