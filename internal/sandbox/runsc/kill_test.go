@@ -2,9 +2,9 @@ package runsc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,8 +13,17 @@ import (
 // Delete kills the sandbox and gofer processes itself and waits for them
 // (runsc would poll every 100 ms); afterwards neither runs and runsc knows
 // no such container.
+//
+// The sandbox holds 256 MiB, so that its exit (the kernel freeing them)
+// takes long enough to be seen if the wait did not wait.
 func TestDeleteKillsTheProcessesAndWaits(t *testing.T) {
-	r, id, _ := counterSandbox(t, "")
+	bin := requireRunsc(t)
+	dir := t.TempDir()
+	r := New(bin, newStateRoot(t, filepath.Join(dir, "state")))
+	const id = "kill"
+	spec := busyboxSpec(t, dir, id, `dd if=/dev/urandom of=/tmp/fill bs=1M count=256 2>/dev/null &&
+		i=0; while :; do i=$((i+1)); echo $i > /out/count; usleep 5000; done`)
+	startCounter(context.Background(), t, r, spec, 5)
 	base, err := r.stateBase(id)
 	if err != nil {
 		t.Fatal(err)
@@ -23,8 +32,8 @@ func TestDeleteKillsTheProcessesAndWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st containerState
-	if err := json.Unmarshal(raw, &st); err != nil {
+	st, err := parseState(raw, base+".state", id)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Sandbox == nil || st.Sandbox.Pid <= 0 || st.GoferPid <= 0 {
@@ -36,6 +45,12 @@ func TestDeleteKillsTheProcessesAndWaits(t *testing.T) {
 	}
 	if err := r.killProcesses(context.Background(), id); err != nil {
 		t.Fatalf("kill: %v", err)
+	}
+	// Gone when the wait returns, before runsc is asked anything.
+	for _, pid := range []int{st.Sandbox.Pid, st.GoferPid} {
+		if alive(pid) {
+			t.Errorf("process %d still runs after the kill's wait returned", pid)
+		}
 	}
 	if err := r.Delete(context.Background(), id); err != nil {
 		t.Fatal(err)
