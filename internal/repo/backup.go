@@ -158,8 +158,9 @@ func (b *backupRun) run(srcDir string, parent *ManifestRef) (ManifestRef, error)
 			}
 		}
 		if b.parentDir != "" {
-			ok, err := fiemap.SameCopyOnWrite(srcDir, b.parentDir)
-			b.parentCoW = ok && err == nil
+			if ok, err := fiemap.SameCopyOnWrite(srcDir, b.parentDir); !ok || err != nil {
+				b.parentDir = "" // its extents prove nothing
+			}
 		}
 	}
 	if parent == nil {
@@ -230,10 +231,9 @@ type backupRun struct {
 	r      *Repository
 	ctx    context.Context
 	parent map[string]*manifest.Node // regular files of the parent manifest
-	// parentDir is BackupOptions.ParentDir, and parentCoW whether it is on
-	// the same btrfs as the tree.
+	// parentDir is BackupOptions.ParentDir if it is on the same btrfs as
+	// the tree, else "".
 	parentDir string
-	parentCoW bool
 	held      map[string]bool // packs every live location holds
 	// stats: the walk's counts are written by the walk only; Packs and
 	// BytesUploaded (and the reading of the whole) take mu.
@@ -488,7 +488,7 @@ func (c *countingReader) take() int64 {
 // inode), or extent layouts (holes) that differ other than in the length
 // of the last extent.
 func (b *backupRun) sharedWithParent(f *os.File, old *manifest.Node, ext []manifest.Extent) []fiemap.Range {
-	if old == nil || !b.parentCoW || len(old.Chunks) == 0 || !sameLayout(old.Extents, ext) {
+	if old == nil || b.parentDir == "" || len(old.Chunks) == 0 || !sameLayout(old.Extents, ext) {
 		return nil
 	}
 	pf, err := os.OpenFile(filepath.Join(b.parentDir, filepath.FromSlash(old.Path)), os.O_RDONLY|unix.O_NOFOLLOW, 0)

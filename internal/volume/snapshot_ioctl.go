@@ -65,11 +65,7 @@ func createIoctl(path string) error {
 // volumeIoctlV2 makes subvolume dst (a snapshot of the subvolume open as
 // fd, for iocSnapCreateV2) in the pool's quota group, with flags.
 func volumeIoctlV2(ioc uintptr, dst string, fd uintptr, flags uint64) error {
-	name := filepath.Base(dst)
-	if len(name) > volArgsV2NameMax || name == "." || name == "/" {
-		return fmt.Errorf("bad name %q", name)
-	}
-	dir, err := os.Open(filepath.Dir(dst))
+	dir, name, err := openParent(dst, volArgsV2NameMax)
 	if err != nil {
 		return err
 	}
@@ -108,13 +104,9 @@ var iocSnapDestroy = uintptr(1<<30 | volArgsSize<<16 | 0x94<<8 | 15)
 // subvolume delete` (which makes this call). Like it, it leaves the space
 // to btrfs' cleaner.
 func destroyIoctl(path string) error {
-	name := filepath.Base(path)
-	if len(name) > volArgsNameMax || name == "." || name == "/" {
-		return fmt.Errorf("delete subvolume %s: bad name %q", path, name)
-	}
-	dir, err := os.Open(filepath.Dir(path))
+	dir, name, err := openParent(path, volArgsNameMax)
 	if err != nil {
-		return err
+		return fmt.Errorf("delete subvolume %s: %w", path, err)
 	}
 	defer dir.Close()
 	var args [volArgsSize]byte
@@ -123,4 +115,15 @@ func destroyIoctl(path string) error {
 		return fmt.Errorf("delete subvolume %s: %w", path, errno)
 	}
 	return nil
+}
+
+// openParent opens the directory path is in, for an ioctl on the entry
+// named by path's last element, which must fit in nameMax bytes.
+func openParent(path string, nameMax int) (*os.File, string, error) {
+	name := filepath.Base(path)
+	if len(name) > nameMax || name == "." || name == "/" {
+		return nil, "", fmt.Errorf("bad name %q", name)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	return dir, name, err
 }
