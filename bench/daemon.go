@@ -106,20 +106,7 @@ func (d *benchDaemon) stop() error {
 	// Unmount everything under the data dir, deepest first: runsc's
 	// null-netns bind mounts (runsc/null-netns, bare/state/null-netns) and
 	// the pool.
-	var left []string
-	for try := 0; try < 20; try++ {
-		left = mountsUnder(d.dataDir)
-		if len(left) == 0 {
-			break
-		}
-		for _, m := range left {
-			exec.CommandContext(ctx, "umount", m).Run()
-		}
-		if left = mountsUnder(d.dataDir); len(left) == 0 {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	left := unmountUnder(ctx, d.dataDir)
 	if d.keepLog != "" {
 		if b, err := os.ReadFile(d.logPath()); err == nil {
 			os.WriteFile(d.keepLog, b, 0o644)
@@ -151,6 +138,26 @@ func (d *benchDaemon) deleteSandboxes(ctx context.Context) {
 			break
 		}
 	}
+}
+
+// unmountUnder unmounts everything mounted at or below dir, deepest first,
+// trying for up to 5 s (a mount stays busy while a process exits), and
+// returns what is still mounted.
+func unmountUnder(ctx context.Context, dir string) []string {
+	var left []string
+	for try := 0; try < 20; try++ {
+		if left = mountsUnder(dir); len(left) == 0 {
+			return nil
+		}
+		for _, m := range left {
+			exec.CommandContext(ctx, "umount", m).Run()
+		}
+		if left = mountsUnder(dir); len(left) == 0 {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return left
 }
 
 // mountsUnder lists the mount points at or below dir, deepest first.

@@ -314,39 +314,19 @@ func (o *offsiteEnv) close(ctx context.Context) error {
 			s.stop()
 		}
 	}
-	for _, m := range []string{o.view, filepath.Join(o.dir, "pool")} {
-		if err := unmount(ctx, m); err != nil {
-			return fmt.Errorf("left %s: %w", o.dir, err)
-		}
+	if err := unmount(ctx, o.dir); err != nil {
+		return fmt.Errorf("left %s: %w", o.dir, err)
 	}
 	return os.RemoveAll(o.dir)
 }
 
-// unmount unmounts whatever is mounted at dir, if anything, trying again
-// for a few seconds while it is busy.
+// unmount unmounts whatever is mounted at or below dir, trying again for
+// a few seconds while it is busy.
 func unmount(ctx context.Context, dir string) error {
-	var err error
-	for try := 0; try < 20 && mountedAt(dir); try++ {
-		if err = command(ctx, "umount", dir); err == nil {
-			return nil
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if mountedAt(dir) {
-		return err
+	if left := unmountUnder(ctx, dir); len(left) > 0 {
+		return fmt.Errorf("still mounted: %s", strings.Join(left, " "))
 	}
 	return nil
-}
-
-// mountedAt reports whether dir is on another file system than its parent
-// directory: whether something (the pool, a btrfs snapshot) is mounted
-// there. A dir that does not exist has nothing mounted.
-func mountedAt(dir string) bool {
-	var st, parent syscall.Stat_t
-	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
-		return false
-	}
-	return st.Dev != parent.Dev
 }
 
 // command runs name with args and returns its combined output in the error.
