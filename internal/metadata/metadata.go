@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -25,19 +26,30 @@ import (
 // Sentinel errors. Implementations wrap them with %w and context, so test
 // with errors.Is.
 var (
-	// ErrNotFound means the account, sandbox or checkpoint asked for does
-	// not exist.
+	// ErrNotFound means the account, sandbox, checkpoint or live lease
+	// asked for does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a write would break a uniqueness rule: a sandbox name
 	// already used in the account, a sandbox id already used anywhere (or
 	// still referred to by checkpoints of a deleted sandbox), a checkpoint id
-	// already used anywhere, a checkpoint Seq already used in the sandbox, or
-	// a checkpoint name already used in the account.
+	// already used anywhere, a checkpoint Seq already used in the sandbox, a
+	// checkpoint name already used in the account, a pool path another
+	// checkpoint names or that awaits deletion, a lease id already used;
+	// or a lease would be held with a live lease of its resource it
+	// conflicts with.
 	ErrConflict = errors.New("already exists")
 	// ErrSchemaTooNew means the database was migrated by a newer cairnd
 	// than this one; this binary refuses to touch it.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrRevoked means a lease was revoked (RevokeLeases): its holder must
+	// stop what it holds the lease for and release it.
+	ErrRevoked = errors.New("lease revoked")
 )
+
+// DefaultAccount is the name of the account of requests that come in on
+// cairnd's local unix socket, the root administrator's channel: they carry
+// no credential, and act on this account.
+const DefaultAccount = "default"
 
 // Account owns sandboxes (and checkpoints, a disk limit and a key).
 type Account struct {
@@ -169,7 +181,7 @@ const (
 
 // Checkpoint is a saved state of one sandbox's disk (and memory).
 // Immutable once created, except for its size fields, its name (snapshot
-// name) and its off-site manifest.
+// name), its off-site manifest and where its disk lives.
 type Checkpoint struct {
 	// ID is the account-wide id: random 16 hex chars, assigned by the
 	// caller; also the on-disk directory name. Unique across all accounts.
@@ -206,7 +218,42 @@ type Checkpoint struct {
 	// location; "" until then. Which locations hold it is the
 	// repository's to say. Changed by SetCheckpointOffsite.
 	OffsiteManifest string
-	CreatedAt       time.Time
+	// DiskPath is where the checkpoint's disk (a read-only subvolume)
+	// lives, relative to the pool's root ("checkpoints/<id>"); "" when it
+	// has no local copy (a restore then reads it off-site). Changed by
+	// SetCheckpointDisk. No two checkpoints name the same path, and a path
+	// on DiskDeletes is named by no checkpoint (see the Store).
+	DiskPath string
+	// MemoryPath is where its memory image lives, relative to the pool's
+	// root ("memory/<id>"); "" for none. Only a checkpoint with HasMemory
+	// has one. Unique like DiskPath.
+	MemoryPath string
+	CreatedAt  time.Time
+}
+
+// ValidatePoolPath checks that p can name something inside the pool: a
+// relative path in clean form (path.Clean leaves it as it is), not the
+// pool's root itself ("."), not leading out of it (".." or "../…"), with
+// no NUL byte. DiskPath, MemoryPath and DiskDelete.Path pass it (when not
+// ""), so that no row can make cairnd touch a file outside the pool. The
+// empty path is invalid here: callers that allow "" for none test it
+// first.
+func ValidatePoolPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty pool path")
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("pool path %q contains a NUL byte", p)
+	case path.IsAbs(p):
+		return fmt.Errorf("pool path %q is absolute, want one relative to the pool's root", p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("pool path %q is not clean (want %q)", p, path.Clean(p))
+	case p == ".":
+		return errors.New(`pool path "." is the pool's root itself`)
+	case p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("pool path %q leads out of the pool", p)
+	}
+	return nil
 }
 
 // ManualSeq returns the per-sandbox id of the n-th manual checkpoint of a
@@ -232,10 +279,13 @@ func isManualSeq(seq string) bool {
 // Validate checks a checkpoint given to CreateCheckpoint for what the store
 // itself relies on: an id, an account, a sandbox id and name, a known
 // trigger and consistency, non-negative sizes, a RootGeneration that fits in
-// an int64 (what SQL engines keep), and a Seq that is either
+// an int64 (what SQL engines keep), a Seq that is either
 // empty (the store assigns the next v-id) or not of the v<N> form, which
-// only the store assigns. It does not judge the syntax of names or of
-// automatic ids.
+// only the store assigns, and a DiskPath and MemoryPath that are each ""
+// or pass ValidatePoolPath, are not the same path, and a MemoryPath only
+// on a checkpoint with HasMemory. It does not judge the syntax of names or
+// of automatic ids, nor whether a path is under the directory cairnd puts
+// disks in.
 func (ck Checkpoint) Validate() error {
 	switch {
 	case ck.ID == "":
@@ -256,6 +306,18 @@ func (ck Checkpoint) Validate() error {
 		return fmt.Errorf("invalid checkpoint %s: negative size (exclusive %d, total %d)", ck.ID, ck.SizeExclusive, ck.SizeTotal)
 	case ck.RootGeneration > math.MaxInt64:
 		return fmt.Errorf("invalid checkpoint %s: root generation %d is past %d", ck.ID, ck.RootGeneration, int64(math.MaxInt64))
+	case ck.MemoryPath != "" && !ck.HasMemory:
+		return fmt.Errorf("invalid checkpoint %s: memory path %q on a checkpoint without memory", ck.ID, ck.MemoryPath)
+	case ck.DiskPath != "" && ck.DiskPath == ck.MemoryPath:
+		return fmt.Errorf("invalid checkpoint %s: disk and memory image at the same path %q", ck.ID, ck.DiskPath)
+	}
+	for _, p := range []struct{ what, path string }{{"disk", ck.DiskPath}, {"memory", ck.MemoryPath}} {
+		if p.path == "" {
+			continue
+		}
+		if err := ValidatePoolPath(p.path); err != nil {
+			return fmt.Errorf("invalid checkpoint %s: %s path: %w", ck.ID, p.what, err)
+		}
 	}
 	return nil
 }
@@ -278,17 +340,27 @@ type CheckpointFilter struct {
 	IncludeAuto bool
 }
 
-// Store persists accounts, sandboxes and checkpoints.
+// Store persists accounts, sandboxes, checkpoints (with where their disks
+// live, and the disks to delete) and leases.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
 //     method that returned nil is durable (it survives the process being
-//     killed right after).
+//     killed right after, and a power cut or kernel crash too). Except
+//     the writes of the lease methods (AcquireLease, RenewLease,
+//     ReleaseLease, RevokeLeases, ReclaimLeases), which a power cut or
+//     kernel crash, but not the process being killed, may undo: every
+//     holder of a lease dies with its host, and the restarted cairnd
+//     reclaims what it held anyway, so they need not cost a flush to
+//     stable storage each. What such a crash loses is a suffix: lease
+//     writes made after the last other write returned, never another
+//     write, and never a lease write older than one that survives.
 //   - Safe for concurrent use by many goroutines; concurrent writers wait
 //     for each other rather than fail with "database is locked".
-//   - Errors: a missing account, sandbox or checkpoint is reported by wrapping
-//     ErrNotFound, a uniqueness violation by wrapping ErrConflict; anything
-//     else (invalid input, I/O, a cancelled ctx) is a plain error.
+//   - Errors: a missing account, sandbox, checkpoint or lease is reported by
+//     wrapping ErrNotFound, a uniqueness violation or a lease conflict by
+//     wrapping ErrConflict, a revoked lease by wrapping ErrRevoked;
+//     anything else (invalid input, I/O, a cancelled ctx) is a plain error.
 //   - Times are returned in UTC with microsecond precision (what PostgreSQL
 //     keeps); times given to the store are converted the same way. Zero
 //     CreatedAt/UpdatedAt are filled in from the clock the store was opened
@@ -374,8 +446,10 @@ type Store interface {
 	// number from the counter and needs no sandbox row.
 	//
 	// ErrConflict when any checkpoint has id ck.ID, the sandbox already
-	// has a checkpoint with that Seq, or ck.Name is not "" and names a
-	// checkpoint of the account already; ErrNotFound when ck.AccountID is
+	// has a checkpoint with that Seq, ck.Name is not "" and names a
+	// checkpoint of the account already, or ck.DiskPath or ck.MemoryPath
+	// is not "" and is named by another checkpoint (as its DiskPath or
+	// MemoryPath) or is on DiskDeletes; ErrNotFound when ck.AccountID is
 	// no account.
 	CreateCheckpoint(ctx context.Context, ck Checkpoint) (Checkpoint, error)
 	// CheckpointByID returns the checkpoint with that account-wide id, or
@@ -436,10 +510,85 @@ type Store interface {
 	// resuming from a checkpoint that is gone; no other sandbox is touched.
 	// It does not look at the other references: the caller makes sure no
 	// sandbox has it as CurrentCheckpoint. A deleted manual checkpoint's
-	// v-number is not given again. The checkpoint's off-site manifest, if
-	// it has one, goes on the account's OffsiteDeletes in the same
-	// transaction.
+	// v-number is not given again. In the same transaction the
+	// checkpoint's off-site manifest, if it has one, goes on the account's
+	// OffsiteDeletes, and its DiskPath and MemoryPath, those that are not
+	// "", go on DiskDeletes. It does not look at leases: the caller makes
+	// sure nothing holds the checkpoint any more.
 	DeleteCheckpoint(ctx context.Context, id string) error
+
+	// SetCheckpointDisk records diskPath as where the checkpoint's disk
+	// lives ("" when it has no local copy any more: it was lost, or let go
+	// once off-site). ErrNotFound if no checkpoint has that id; a diskPath
+	// that is not "" and fails ValidatePoolPath is a plain error;
+	// ErrConflict if another checkpoint names diskPath (as its DiskPath or
+	// MemoryPath) or diskPath is on DiskDeletes (its deletion may be under
+	// way: wait until it is forgotten). The path the checkpoint named
+	// before, if it was not "" and is not diskPath, goes on DiskDeletes in
+	// the same transaction. Setting the path the checkpoint has already
+	// succeeds and changes nothing.
+	SetCheckpointDisk(ctx context.Context, id, diskPath string) error
+	// DiskDeletes returns the paths in the pool that are to be deleted,
+	// oldest first (by QueuedAt, then in the order they were queued): the
+	// disks and memory images that checkpoints named when they were
+	// deleted (DeleteCheckpoint) or given another disk path
+	// (SetCheckpointDisk). A path is either named by one checkpoint or on
+	// DiskDeletes, never both (CreateCheckpoint and SetCheckpointDisk
+	// refuse a path on it), so deleting what is listed never deletes a
+	// disk a checkpoint names. Only these are the store's to delete:
+	// something in the pool that no checkpoint names and that is not
+	// listed was never recorded here (left by a crash before its row was
+	// committed) and is the caller's to judge.
+	DiskDeletes(ctx context.Context) ([]DiskDelete, error)
+	// ForgetDiskDelete takes path off DiskDeletes, once it is gone from
+	// the pool; a path not on it is no error.
+	ForgetDiskDelete(ctx context.Context, path string) error
+
+	// AcquireLease stores l unless a live lease of the same resource
+	// conflicts with it, and returns it as stored. In one transaction it
+	// first deletes the leases of l.Resource that expired (Expires not
+	// after now, by the store's clock), then looks for a conflict: when l
+	// is exclusive, any live lease of the resource; when l is shared, a
+	// live exclusive one. Revoked leases still conflict until they are
+	// released or expire. On a conflict it stores nothing and returns the
+	// oldest conflicting lease (in Leases order) with an error wrapping
+	// ErrConflict; an l.ID that a stored lease has already (live, or
+	// expired and not yet deleted) is ErrConflict too, returned with the
+	// lease that has it. l must pass l.Validate and its Expires must be
+	// after now, or the error is a plain one. A zero CreatedAt is set to
+	// now. Not durable against a power cut (see above).
+	AcquireLease(ctx context.Context, l Lease) (Lease, error)
+	// RenewLease sets the expiry of the lease with that id to expires,
+	// which must be after now (else a plain error); it may be earlier
+	// than the lease's expiry was. ErrNotFound if there is no such live
+	// lease: never acquired, released, reclaimed, or expired (an expired
+	// lease is not renewed: another holder may have taken the resource);
+	// an error wrapping ErrRevoked, with the expiry unchanged, if it was
+	// revoked. Not durable against a power cut (see above).
+	RenewLease(ctx context.Context, id string, expires time.Time) error
+	// ReleaseLease deletes the lease with that id, expired or not.
+	// ErrNotFound if there is none, so that a second release (or one of a
+	// lease reclaimed meanwhile) can be told apart with errors.Is. Not
+	// durable against a power cut (see above).
+	ReleaseLease(ctx context.Context, id string) error
+	// RevokeLeases marks every live lease of resource whose Purpose is
+	// purpose ("" = of any purpose) revoked, and returns them as they are
+	// now, oldest first; revoking one already revoked is no error. Their
+	// holders learn it when they renew (ErrRevoked); whoever revoked them
+	// waits for them to be released or to expire. An empty resource is a
+	// plain error. Not durable against a power cut (see above).
+	RevokeLeases(ctx context.Context, resource, purpose string) ([]Lease, error)
+	// Leases returns the live leases (Expires after now) of resource, of
+	// every resource when resource is "", oldest first: by CreatedAt,
+	// then in the order they were acquired.
+	Leases(ctx context.Context, resource string) ([]Lease, error)
+	// ReclaimLeases deletes every expired lease, and when ownerPrefix is
+	// not "" every lease whose Owner begins with ownerPrefix, live or not
+	// (a restarted cairnd reclaims what its dead predecessor on the same
+	// host held), and returns what it deleted, oldest first. Not durable
+	// against a power cut (see above): what a crash brings back is
+	// reclaimed again at the next start.
+	ReclaimLeases(ctx context.Context, ownerPrefix string) ([]Lease, error)
 
 	// Close releases the store. No method may be called after it.
 	Close() error

@@ -13,7 +13,8 @@ import (
 )
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
-	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest`
+	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest,
+	disk_path, memory_path`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -41,13 +42,18 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
-			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest))
+			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath)
 		if err != nil {
 			return checkpointWriteError(err, ck)
+		}
+		// After the INSERT, so that a taken id is reported as such and
+		// not as its paths being taken.
+		if err := checkPathsFree(ctx, tx, ck.ID, ck.DiskPath, ck.MemoryPath); err != nil {
+			return err
 		}
 		stored, err = scanCheckpoint(tx.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE id = ?`, ck.ID))
 		return err
@@ -72,6 +78,10 @@ func checkpointWriteError(err error, ck metadata.Checkpoint) error {
 			return fmt.Errorf("seq %q of sandbox %s: %w", ck.Seq, ck.SandboxID, metadata.ErrConflict)
 		case strings.Contains(msg, "checkpoints.id"):
 			return fmt.Errorf("id %s: %w", ck.ID, metadata.ErrConflict)
+		case strings.Contains(msg, "checkpoints.disk_path"):
+			return fmt.Errorf("disk path %q is another checkpoint's: %w", ck.DiskPath, metadata.ErrConflict)
+		case strings.Contains(msg, "checkpoints.memory_path"):
+			return fmt.Errorf("memory path %q is another checkpoint's: %w", ck.MemoryPath, metadata.ErrConflict)
 		}
 		return fmt.Errorf("%v: %w", err, metadata.ErrConflict)
 	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
@@ -178,7 +188,8 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		offsite sql.NullString
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
-		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite)
+		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite,
+		&ck.DiskPath, &ck.MemoryPath)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {
@@ -186,6 +197,16 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 	}
 	if gen < 0 { // CHECK (root_generation >= 0) forbids it
 		return metadata.Checkpoint{}, fmt.Errorf("checkpoint %s: stored root generation %d is negative", ck.ID, gen)
+	}
+	// The store writes only paths that pass; a row edited by hand (or
+	// migrated from a bad id) must still not lead cairnd out of the pool.
+	for _, p := range []string{ck.DiskPath, ck.MemoryPath} {
+		if p == "" {
+			continue
+		}
+		if err := metadata.ValidatePoolPath(p); err != nil {
+			return metadata.Checkpoint{}, fmt.Errorf("checkpoint %s: stored %w", ck.ID, err)
+		}
 	}
 	ck.Name, ck.RootGeneration, ck.OffsiteManifest = name.String, uint64(gen), offsite.String
 	ck.CreatedAt, err = parseTime(created)
@@ -302,12 +323,21 @@ func (s *Store) SetCheckpointName(ctx context.Context, id, name string) error {
 // as it is, so the checkpoint's v-number is not given again. The sandboxes
 // that would resume from the checkpoint lose it in the same IMMEDIATE
 // transaction (found through sandboxes_resume_idx), so no committed state
-// has a resume checkpoint that is gone.
+// has a resume checkpoint that is gone; its off-site manifest and its
+// paths in the pool are queued for deletion in it too, so none is left
+// that nothing names and nothing will delete.
 func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 	what := "metadata: delete checkpoint " + id
 	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
 		if err := queueOffsiteDelete(ctx, tx, id, ""); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO disk_deletes (path, checkpoint_id, queued_at)
+			SELECT disk_path, id, ?1 FROM checkpoints WHERE id = ?2 AND disk_path != ''
+			UNION ALL
+			SELECT memory_path, id, ?1 FROM checkpoints WHERE id = ?2 AND memory_path != ''`,
+			formatTime(s.now()), id); err != nil {
+			return fmt.Errorf("queue the disk deletes: %w", err)
 		}
 		if err := execOne(ctx, tx, `DELETE FROM checkpoints WHERE id = ?`, id); err != nil {
 			return err

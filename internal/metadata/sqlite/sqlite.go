@@ -49,6 +49,7 @@ type Store struct {
 	writer    *sql.DB // exactly one connection; every write goes through it
 	reader    *sql.DB // query_only connections
 	now       func() time.Time
+	stmts     leaseStmts // prepared on the writer
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -71,6 +72,8 @@ func Open(path string, now func() time.Time) (*Store, error) {
 	// commits, leaving rows older than the btrfs snapshots and off-site
 	// uploads they describe. Metadata writes are few (one per lifecycle
 	// step or checkpoint), so one fsync each costs nothing that matters.
+	// Lease writes are the exception: two per checkpoint, and none needs
+	// to survive a power cut, so they alone commit at NORMAL (leaseTx).
 	common := url.Values{
 		"_busy_timeout": {fmt.Sprint(busyTimeout.Milliseconds())},
 		"_foreign_keys": {"on"},
@@ -101,8 +104,13 @@ func Open(path string, now func() time.Time) (*Store, error) {
 		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
 	}
 
+	if s.stmts, err = prepareLeaseStmts(ctx, s.writer); err != nil {
+		s.writer.Close()
+		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
+	}
 	// The reader pool opens after the writer has put the file in WAL mode.
 	if s.reader, err = sql.Open("sqlite", dsn(abs, r)); err != nil {
+		s.stmts.close()
 		s.writer.Close()
 		return nil, fmt.Errorf("metadata: open %s: %w", abs, err)
 	}
@@ -216,7 +224,7 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 // result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.stmts.close(), s.reader.Close(), s.writer.Close())
 	})
 	return s.closeErr
 }

@@ -665,11 +665,13 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	wantCks := []metadata.Checkpoint{
 		{ID: "c000000000000001", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "v0", Name: "snap",
 			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Comment: "a comment", Label: "a label",
-			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, CreatedAt: day(2, 12, 0)},
+			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, DiskPath: "checkpoints/c000000000000001", CreatedAt: day(2, 12, 0)},
 		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "v1",
-			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: "debian", CreatedAt: day(2, 13, 0)},
+			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Image: "debian",
+			DiskPath: "checkpoints/c000000000000002", CreatedAt: day(2, 13, 0)},
 		{ID: "c000000000000003", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
-			Trigger: metadata.TriggerInterval, Consistency: metadata.ConsistencyCrash, Image: "debian", CreatedAt: day(2, 13, 0)},
+			Trigger: metadata.TriggerInterval, Consistency: metadata.ConsistencyCrash, Image: "debian",
+			DiskPath: "checkpoints/c000000000000003", CreatedAt: day(2, 13, 0)},
 	}
 	cks, err := s.ListCheckpoints(ctx, 7, metadata.CheckpointFilter{IncludeAuto: true})
 	if err != nil {
@@ -783,10 +785,11 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	wantCks := []metadata.Checkpoint{
 		{ID: "c000000000000001", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "v0", Name: "snap",
 			Trigger: metadata.TriggerManual, Consistency: metadata.ConsistencyFrozen, Comment: "a comment", Label: "a label",
-			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77, CreatedAt: day(2, 12, 0)},
+			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77,
+			DiskPath: "checkpoints/c000000000000001", CreatedAt: day(2, 12, 0)},
 		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
 			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, Image: "debian",
-			RootGeneration: 78, CreatedAt: day(2, 13, 0)},
+			RootGeneration: 78, DiskPath: "checkpoints/c000000000000002", MemoryPath: "memory/c000000000000002", CreatedAt: day(2, 13, 0)},
 	}
 	cks, err := s.ListCheckpoints(ctx, 7, metadata.CheckpointFilter{IncludeAuto: true})
 	if err != nil {
