@@ -21,6 +21,12 @@ const (
 	Crash = "crash"
 )
 
+// Phases Take reports (the same identifiers as api's progress phases).
+const (
+	PhaseQuiesce = "quiesce"
+	PhaseMemory  = "memory"
+)
+
 // DefaultQuiesceTimeout bounds the sync inside the sandbox.
 const DefaultQuiesceTimeout = 2 * time.Second
 
@@ -59,7 +65,9 @@ type Request struct {
 	// QuiesceTimeout bounds the sync; past it the checkpoint is taken
 	// anyway and marked Crash. Default DefaultQuiesceTimeout.
 	QuiesceTimeout time.Duration
-	Progress       func(string)
+	// Progress reports each phase ("quiesce", "memory") with a line for
+	// people; nil for none.
+	Progress func(phase, msg string)
 
 	// Memory also saves the processes and their memory into MemoryDir,
 	// at the same instant as the disk snapshot. Needs Running.
@@ -85,7 +93,7 @@ type Result struct {
 func Take(ctx context.Context, r Request) (res Result, err error) {
 	progress := r.Progress
 	if progress == nil {
-		progress = func(string) {}
+		progress = func(string, string) {}
 	}
 	if !r.Running {
 		if err := r.Pool.Snapshot(ctx, r.Root, r.Dest, true); err != nil {
@@ -98,7 +106,7 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 		timeout = DefaultQuiesceTimeout
 	}
 	res.Consistency = Frozen
-	progress("Quiescing file systems")
+	progress(PhaseQuiesce, "Quiescing file systems")
 	t0 := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	qerr := r.Agent.Sync(qctx)
@@ -106,7 +114,7 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 	res.Quiesce = time.Since(t0)
 	if qerr != nil {
 		slog.Warn("checkpoint: quiesce did not finish; taking a crash-consistent checkpoint", "container", r.Container, "err", qerr)
-		progress(fmt.Sprintf("Quiesce did not finish within %s (%v): checkpoint will be crash-consistent", timeout, qerr))
+		progress(PhaseQuiesce, fmt.Sprintf("Quiesce did not finish within %s (%v): checkpoint will be crash-consistent", timeout, qerr))
 		res.Consistency = Crash
 	}
 
@@ -131,7 +139,7 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 		return res, err
 	}
 	if r.Memory {
-		progress("Saving memory")
+		progress(PhaseMemory, "Saving memory")
 		t := time.Now()
 		if err := r.Checkpointer.Checkpoint(ctx, r.Container, r.MemoryDir, !r.StopAfter); err != nil {
 			return res, fmt.Errorf("memory checkpoint: %w", err)

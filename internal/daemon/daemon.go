@@ -6,6 +6,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +15,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -100,10 +105,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	offsiteSvc := offsite.New(offsiteCfg, store, acct, time.Now)
-
 	opsCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
+	hostID, err := loadHostID(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	leases := lease.New(store, lease.NewOwner(hostID), time.Now)
+	go leases.Run(opsCtx)
+	runtime := runsc.New(runscPath, filepath.Join(cfg.DataDir, "runsc"))
+	view, browseDir, err := openView(ctx, cfg.DataDir, pool)
+	if err != nil {
+		return fmt.Errorf("browse view: %w", err)
+	}
+	dsk := disks.New(disks.Config{Pool: pool, Store: store, Leases: leases, Runtime: runtime, View: view, Now: time.Now, DiskLimit: cfg.DiskLimit})
+	if err := dsk.Sweep(ctx, lease.OwnerPrefix(hostID)); err != nil {
+		return fmt.Errorf("recover checkpoint disks: %w", err)
+	}
+	offsiteSvc := offsite.New(offsiteCfg, store, acct, offsite.FromDisks(dsk), time.Now)
+
 	ops := operation.NewRegistry(opsCtx, time.Now)
 	images := image.New(pool, cfg.CacheDir)
 	// The management socket of each sandbox is served by the API server,
@@ -116,16 +136,17 @@ func Run(ctx context.Context, cfg Config) error {
 		Store:      store,
 		Pool:       pool,
 		Images:     images,
-		Runtime:    runsc.New(runscPath, filepath.Join(cfg.DataDir, "runsc")),
+		Runtime:    runtime,
 		Ops:        ops,
 		Now:        time.Now,
-		DiskLimit:  cfg.DiskLimit,
+		Disks:      dsk,
+		Leases:     leases,
+		BrowseDir:  browseDir,
 		Offsite:    offsiteSvc,
 	})
 	if err != nil {
 		return err
 	}
-	offsiteSvc.SetDisk(mgr)
 	defer mgr.Close()
 	srv = server.New(mgr, images, ops, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
@@ -188,4 +209,24 @@ func listen(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// loadHostID returns this host's id, made once and kept in the data dir:
+// the leases of every cairnd on this host carry it, so a restarted cairnd
+// reclaims what its predecessor held.
+func loadHostID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "host-id")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, os.Rename(tmp, path)
 }

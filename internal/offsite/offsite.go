@@ -27,26 +27,48 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/repo"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
 )
 
-// ErrLocalGone is returned by a DiskSource when a checkpoint's local copy no
-// longer exists.
-var ErrLocalGone = errors.New("the checkpoint's local copy is gone")
-
-// DiskSource lends the upload queue a checkpoint's disk.
-type DiskSource interface {
-	// HoldCheckpointDisk returns a directory holding checkpoint ck's disk
-	// as it was taken, unchanged until release is called; or an error
-	// wrapping ErrLocalGone. An upload holds its checkpoint's disk and, to
-	// read only what changed, its parent's (see repo.BackupOptions.ParentDir).
-	HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (dir string, release func(), err error)
+// Disks lends the upload queue checkpoint disks (package disks; FromDisks
+// adapts it).
+type Disks interface {
+	// Open lends checkpoint ck's disk under a lease for purpose; the held
+	// directory stays unchanged until Release, and the lease's context
+	// ends when a delete of the checkpoint revokes it. An error wrapping
+	// disks.ErrLocalGone says the checkpoint has no local copy. An upload
+	// holds its checkpoint's disk and, to read only what changed, its
+	// parent's (see repo.BackupOptions.ParentDir).
+	Open(ctx context.Context, ck metadata.Checkpoint, purpose string) (Held, error)
 	// DiskBytes is about how many bytes a held directory refers to (0 if
 	// unknown): the total an upload's progress is measured against.
 	DiskBytes(ctx context.Context, dir string) int64
 }
+
+// Held is a disk lent under a lease.
+type Held interface {
+	Path() string
+	Context() context.Context
+	Release()
+}
+
+// FromDisks adapts the disks component to Disks.
+func FromDisks(d *disks.Disks) Disks { return lender{d} }
+
+type lender struct{ d *disks.Disks }
+
+func (l lender) Open(ctx context.Context, ck metadata.Checkpoint, purpose string) (Held, error) {
+	h, err := l.d.Open(ctx, ck, purpose)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (l lender) DiskBytes(ctx context.Context, dir string) int64 { return l.d.DiskBytes(ctx, dir) }
 
 // pollInterval is how often the queue looks for work when nobody woke it.
 const pollInterval = 5 * time.Second
@@ -59,8 +81,9 @@ type Service struct {
 	now     func() time.Time
 	wake    chan struct{}
 
+	disk Disks
+
 	mu        sync.Mutex
-	disk      DiskSource
 	repo      *repo.Repository // nil until opened
 	repoErr   error            // why repo is nil
 	openRetry backoff
@@ -81,10 +104,8 @@ type Service struct {
 }
 
 type transfer struct {
-	ck     string
-	prog   api.TransferProgress
-	cancel context.CancelFunc
-	done   chan struct{} // closed once the upload let go of the disk
+	ck   string
+	prog api.TransferProgress
 }
 
 type ckFailure struct {
@@ -107,18 +128,11 @@ func (b *backoff) failed(now time.Time, max time.Duration) {
 
 func (b *backoff) due(now time.Time) bool { return !now.Before(b.next) }
 
-// New returns the service of account. cfg must have its defaults
-// (Config.WithDefaults). Call SetDisk before Run.
-func New(cfg Config, store metadata.Store, account metadata.Account, now func() time.Time) *Service {
-	return &Service{cfg: cfg, store: store, account: account, now: now, wake: make(chan struct{}, 1),
+// New returns the service of account, reading checkpoint disks from
+// disk. cfg must have its defaults (Config.WithDefaults).
+func New(cfg Config, store metadata.Store, account metadata.Account, disk Disks, now func() time.Time) *Service {
+	return &Service{cfg: cfg, store: store, account: account, disk: disk, now: now, wake: make(chan struct{}, 1),
 		ckFail: map[string]*ckFailure{}, locErr: map[string]error{}, locRetry: map[string]*backoff{}}
-}
-
-// SetDisk gives the service the source of checkpoint disks.
-func (s *Service) SetDisk(d DiskSource) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.disk = d
 }
 
 // Enabled reports whether off-site copies are on.
@@ -175,6 +189,7 @@ func (s *Service) step(ctx context.Context) bool {
 		return false
 	}
 	defer s.refreshHolders(r)
+	s.forgetFailures(cks)
 	s.deleteQueued(ctx, r, cks)
 	if s.uploadNext(ctx, r, cks) {
 		return true
@@ -460,45 +475,62 @@ func (s *Service) uploadNext(ctx context.Context, r *repo.Repository, cks []meta
 			next = ck
 		}
 	}
-	disk := s.disk
 	s.mu.Unlock()
-	if next == nil || disk == nil {
+	if next == nil {
 		return false
 	}
-	s.uploadOne(ctx, r, disk, *next, cks)
+	s.uploadOne(ctx, r, *next, cks)
 	return true
 }
 
-func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSource, ck metadata.Checkpoint, cks []metadata.Checkpoint) {
-	log := slog.With("sandbox", ck.SandboxName, "checkpoint", ck.Seq, "global_id", ck.ID)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	t := &transfer{ck: ck.ID, cancel: cancel, done: make(chan struct{})}
+// forgetFailures drops the failures of checkpoints that are gone.
+func (s *Service) forgetFailures(cks []metadata.Checkpoint) {
+	exists := map[string]bool{}
+	for _, ck := range cks {
+		exists[ck.ID] = true
+	}
 	s.mu.Lock()
-	s.upload = t
-	s.mu.Unlock()
-	defer close(t.done)
-	dir, release, err := disk.HoldCheckpointDisk(ctx, ck)
+	defer s.mu.Unlock()
+	for id := range s.ckFail {
+		if !exists[id] {
+			delete(s.ckFail, id)
+		}
+	}
+}
+
+// uploadOne uploads checkpoint ck, reading its disk under a lease: a delete
+// of the checkpoint revokes the lease, which ends the upload at once.
+func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata.Checkpoint, cks []metadata.Checkpoint) {
+	log := slog.With("sandbox", ck.SandboxName, "checkpoint", ck.Seq, "global_id", ck.ID)
+	held, err := s.disk.Open(ctx, ck, disks.PurposeUpload)
 	if err != nil {
-		s.mu.Lock()
-		s.upload = nil
-		s.mu.Unlock()
-		s.failCheckpoint(ck.ID, err, errors.Is(err, ErrLocalGone))
+		s.failCheckpoint(ck.ID, err, errors.Is(err, disks.ErrLocalGone))
 		log.Warn("off-site: upload", "err", err)
 		return
 	}
-	defer release()
+	defer held.Release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(held.Context(), cancel)
+	defer stop()
+	t := &transfer{ck: ck.ID}
+	s.mu.Lock()
+	s.upload = t
+	s.mu.Unlock()
+	dir := held.Path()
 	opts := repo.BackupOptions{}
 	if p := s.parentOf(ctx, r, ck, cks); p != nil {
 		opts.Parent = &repo.ManifestRef{ID: p.OffsiteManifest}
 		// The parent's disk too, if it is still here: changed files then
 		// read only what no longer shares extents with the parent's.
-		if pdir, prelease, err := disk.HoldCheckpointDisk(ctx, *p); err == nil {
-			defer prelease()
-			opts.ParentDir = pdir
+		if ph, err := s.disk.Open(ctx, *p, disks.PurposeUpload); err == nil {
+			defer ph.Release()
+			stopParent := context.AfterFunc(ph.Context(), cancel)
+			defer stopParent()
+			opts.ParentDir = ph.Path()
 		}
 	}
-	total := disk.DiskBytes(ctx, dir)
+	total := s.disk.DiskBytes(ctx, dir)
 	start := s.now()
 	s.mu.Lock()
 	t.prog = api.TransferProgress{BytesTotal: total, StartedAt: start}
@@ -550,25 +582,6 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, disk DiskSo
 	took := s.now().Sub(start)
 	log.Info("off-site: uploaded", "manifest", ref.ID[:12], "files_read", st.FilesRead, "read", st.BytesRead, "unread_shared", st.BytesShared,
 		"new_chunks", st.ChunksNew, "sent", st.BytesUploaded, "took", took.Round(time.Millisecond), "failed_locations", len(st.Failed))
-}
-
-// Forget stops the upload of checkpoint id, if one runs, and returns once
-// it has let go of the checkpoint's disk, so deleting the checkpoint frees
-// its space at once. The manager calls it before deleting a checkpoint.
-func (s *Service) Forget(id string) {
-	s.mu.Lock()
-	t := s.upload
-	delete(s.ckFail, id)
-	s.mu.Unlock()
-	if t == nil || t.ck != id {
-		return
-	}
-	t.cancel()
-	select {
-	case <-t.done:
-	case <-time.After(30 * time.Second):
-		slog.Warn("off-site: cancelled upload did not end", "checkpoint", id)
-	}
 }
 
 func progressOf(st repo.Stats, total int64, start, now time.Time) api.TransferProgress {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
@@ -25,16 +26,23 @@ type dirDisks struct {
 	holds int
 }
 
-func (d *dirDisks) HoldCheckpointDisk(ctx context.Context, ck metadata.Checkpoint) (string, func(), error) {
+func (d *dirDisks) Open(ctx context.Context, ck metadata.Checkpoint, purpose string) (Held, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	dir, ok := d.dirs[ck.ID]
 	if !ok {
-		return "", nil, fmt.Errorf("checkpoint %s: %w", ck.ID, ErrLocalGone)
+		return nil, fmt.Errorf("checkpoint %s: %w", ck.ID, disks.ErrLocalGone)
 	}
 	d.holds++
-	return dir, func() {}, nil
+	return heldDir{dir}, nil
 }
+
+// heldDir is a directory lent with a lease that is never revoked.
+type heldDir struct{ dir string }
+
+func (h heldDir) Path() string             { return h.dir }
+func (h heldDir) Context() context.Context { return context.Background() }
+func (h heldDir) Release()                 {}
 
 func (d *dirDisks) DiskBytes(context.Context, string) int64 { return 0 }
 
@@ -80,8 +88,7 @@ func newFixture(t *testing.T) *fixture {
 // restart makes a new service over the same store and locations, as a
 // restarted cairnd does.
 func (f *fixture) restart() {
-	f.svc = New(f.cfg, f.store, f.acct, time.Now)
-	f.svc.SetDisk(f.disks)
+	f.svc = New(f.cfg, f.store, f.acct, f.disks, time.Now)
 }
 
 // checkpoint stores a checkpoint row whose disk is a directory holding

@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/checkpoint"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/volume"
@@ -83,14 +84,13 @@ func (m *Manager) intervalCheckpoint(ctx context.Context, sb metadata.Sandbox, n
 	if !IntervalDue(last, sb.AutoCheckpoint, now, cur != base) {
 		return nil
 	}
-	lock := m.diskLock(sb.ID)
-	if !lock.TryLock() {
+	l, err := m.cfg.Leases.Acquire(ctx, sandboxResource(sb.ID), lease.Options{Exclusive: true, Purpose: purposeCheckpoint})
+	if errors.Is(err, metadata.ErrConflict) {
 		return nil // a checkpoint or lifecycle operation runs; next tick
+	} else if err != nil {
+		return err
 	}
-	defer lock.Unlock()
-	if err := m.refuseIfBusy(sb, api.StateDeleting, api.StateRestoring, api.StateStarting, api.StateStopping); err != nil {
-		return nil
-	}
+	defer m.release(l)
 	op := m.cfg.Ops.Start("checkpoint.auto", "sandbox/"+sb.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerInterval}, op)
 		m.noteAuto(sb.ID, api.TriggerInterval, err)
@@ -154,7 +154,7 @@ func (m *Manager) applyRetention(ctx context.Context, sandboxes []metadata.Sandb
 				if current[ck.ID] {
 					continue
 				}
-				if err := m.expire(ctx, acct, ck); err != nil {
+				if err := m.expire(ctx, ck); err != nil {
 					slog.Warn("retention: delete checkpoint", "sandbox", ck.SandboxName, "id", ck.Seq, "err", err)
 				}
 			}
@@ -192,9 +192,8 @@ func (m *Manager) retentionVictims(sbID string, cks []metadata.Checkpoint, alive
 	return out
 }
 
-// expire deletes a checkpoint retention gave up, under its sandbox's lock.
-func (m *Manager) expire(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint) error {
-	defer m.lockDisk(ck.SandboxID)()
+// expire deletes a checkpoint retention gave up.
+func (m *Manager) expire(ctx context.Context, ck metadata.Checkpoint) error {
 	slog.Info("retention: deleting checkpoint", "sandbox", ck.SandboxName, "id", ck.Seq, "created", ck.CreatedAt)
-	return m.deleteCheckpoint(ctx, acct, ck)
+	return m.deleteCheckpoint(ctx, ck)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,8 +13,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
-	"github.com/cairn-sandbox/cairn/internal/revert"
-	"github.com/cairn-sandbox/cairn/internal/volume"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 )
 
 // checkpointOpts describes a checkpoint to take.
@@ -30,7 +28,8 @@ type checkpointOpts struct {
 }
 
 // CreateCheckpoint starts an operation that checkpoints the sandbox called
-// name. Concurrent checkpoints of one sandbox queue behind each other.
+// name. Concurrent checkpoints of one sandbox queue behind each other, and
+// behind a lifecycle operation that runs on it.
 func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error) {
 	acct, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
@@ -46,7 +45,11 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 	}
 	return m.cfg.Ops.Start("checkpoint.create", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		op.Progress("Creating checkpoint of %s…", name)
-		defer m.lockDisk(sb.ID)()
+		l, err := m.queue(ctx, sb, purposeCheckpoint)
+		if err != nil {
+			return nil, err
+		}
+		defer m.release(l)
 		// Re-read: a lifecycle operation may have run while we queued.
 		cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
 		if err != nil {
@@ -69,86 +72,41 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 	}), nil
 }
 
-// checkpoint takes a checkpoint of sb and records it. The caller holds
-// sb's disk lock.
+// checkpoint takes a checkpoint of sb (through the disks component) and
+// refreshes what the sandbox browses. The caller holds sb's lease.
 func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts checkpointOpts, op *operation.Op) (metadata.Checkpoint, checkpoint.Result, error) {
-	undo := revert.New()
-	defer undo.Fail()
-
-	if err := m.checkDiskLimit(ctx); err != nil {
-		return metadata.Checkpoint{}, checkpoint.Result{}, err
-	}
-	id := newID()
-	dest := m.cfg.Pool.CheckpointPath(id)
 	m.mu.Lock()
 	inst := m.live[sb.ID]
 	m.mu.Unlock()
-	req := checkpoint.Request{
-		Root:         m.cfg.Pool.SandboxPath(sb.ID),
-		Dest:         dest,
-		Running:      inst != nil,
-		Runtime:      m.cfg.Runtime,
-		Pool:         m.cfg.Pool,
-		Checkpointer: m.cfg.Runtime,
-		Memory:       opts.Memory,
-		StopAfter:    opts.StopAfter,
-		Progress:     func(s string) { op.Progress("%s", s) },
+	req := disks.TakeRequest{
+		Sandbox: sb, Running: inst != nil,
+		Trigger: opts.Trigger, Comment: opts.Comment, Label: opts.Label, Name: opts.Name,
+		Memory: opts.Memory, StopAfter: opts.StopAfter,
+		Progress: func(phase, msg string) { op.Progress("%s", msg) },
 	}
 	if inst != nil {
 		req.Agent, req.Container = inst.agent, inst.container
 	}
-	if opts.Memory {
-		if inst == nil {
-			return metadata.Checkpoint{}, checkpoint.Result{}, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: a memory checkpoint needs running processes", sb.Name)
-		}
-		req.MemoryDir = m.cfg.Pool.MemoryPath(id)
-		if err := m.cfg.Pool.Create(ctx, req.MemoryDir); err != nil {
-			return metadata.Checkpoint{}, checkpoint.Result{}, err
-		}
-		undo.Add(func() { logErr("undo: delete memory image", m.cfg.Pool.Delete(context.Background(), req.MemoryDir)) })
-	}
-	res, err := checkpoint.Take(ctx, req)
+	ck, res, err := m.cfg.Disks.Take(ctx, req)
 	if err != nil {
-		m.cfg.Pool.Delete(context.WithoutCancel(ctx), dest)
-		return metadata.Checkpoint{}, res, errdefs.Wrap(api.CodeCheckpointFailed, err, "checkpoint of %s", sb.Name)
-	}
-	undo.Add(func() { logErr("undo: delete checkpoint snapshot", m.cfg.Pool.Delete(context.Background(), dest)) })
-	// The snapshot carries the root's change marker of the instant it was
-	// taken: the disk changed since iff the root's marker differs.
-	marker, err := volume.ChangeMarker(dest)
-	if err != nil {
-		return metadata.Checkpoint{}, res, err
-	}
-	row := metadata.Checkpoint{
-		ID: id, AccountID: sb.AccountID, SandboxID: sb.ID, SandboxName: sb.Name,
-		Name: opts.Name, Trigger: opts.Trigger, Consistency: res.Consistency,
-		Comment: opts.Comment, Label: opts.Label, Image: sb.Image, RootGeneration: marker,
-		HasMemory: opts.Memory,
-	}
-	var ck metadata.Checkpoint
-	if opts.Trigger == api.TriggerManual {
-		ck, err = m.cfg.Store.CreateCheckpoint(ctx, row) // the store numbers it vN
-	} else {
-		ck, err = m.createAuto(ctx, row)
-	}
-	if err != nil {
-		if errors.Is(err, metadata.ErrConflict) {
-			return ck, res, errdefs.Wrap(api.CodeSnapshotNameTaken, err, "a snapshot named %q already exists", opts.Name)
-		}
 		return ck, res, err
 	}
-	undo.Success()
-	m.refreshBrowseSoon(sb)
+	m.publish(ctx, sb)
 	m.offsiteChanged()
-	slog.Info("checkpoint created", "sandbox", sb.Name, "id", ck.Seq, "global_id", ck.ID, "trigger", ck.Trigger,
-		"consistency", ck.Consistency, "memory", ck.HasMemory, "paused", res.Paused, "quiesce", res.Quiesce, "memory_save", res.MemorySave)
 	return ck, res, nil
+}
+
+// publish brings what sandbox sb browses under /.cairn/checkpoints up to
+// date. A failure is logged: the view is a convenience, and the next
+// change or start publishes it whole again.
+func (m *Manager) publish(ctx context.Context, sb metadata.Sandbox) {
+	logErr("refresh /.cairn/checkpoints", m.cfg.Disks.Publish(context.WithoutCancel(ctx), sb), "sandbox", sb.Name)
 }
 
 // autoCheckpoint takes an automatic checkpoint with trigger as part of a
 // lifecycle operation. Past the disk limit it is skipped, noted for
 // `cairn status` and reported on op; other failures are reported too. The
-// caller holds sb's disk lock.
+// caller holds sb's lease.
 func (m *Manager) autoCheckpoint(ctx context.Context, sb metadata.Sandbox, trigger string, op *operation.Op) error {
 	ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: trigger}, op)
 	m.noteAuto(sb.ID, trigger, err)
@@ -171,44 +129,6 @@ func (m *Manager) noteAuto(id, trigger string, err error) {
 		return
 	}
 	m.autoSkipped[id] = fmt.Sprintf("%s checkpoint skipped at %s: error %s: %v", trigger, m.cfg.Now().UTC().Format(time.RFC3339), errdefs.CodeOf(err), err)
-}
-
-// createAuto records an automatic checkpoint under the id
-// auto-<UTC yyyymmddThhmmssZ>, with -2, -3… when that second is taken.
-func (m *Manager) createAuto(ctx context.Context, row metadata.Checkpoint) (metadata.Checkpoint, error) {
-	base := "auto-" + m.cfg.Now().UTC().Format("20060102T150405Z")
-	for i := 1; ; i++ {
-		row.Seq = base
-		if i > 1 {
-			row.Seq = fmt.Sprintf("%s-%d", base, i)
-		}
-		ck, err := m.cfg.Store.CreateCheckpoint(ctx, row)
-		if !errors.Is(err, metadata.ErrConflict) || i >= 100 {
-			return ck, err
-		}
-		if row.Name != "" {
-			if _, nerr := m.cfg.Store.CheckpointByName(ctx, row.AccountID, row.Name); nerr == nil {
-				return ck, err // the name, not the id, is taken
-			}
-		}
-	}
-}
-
-// checkDiskLimit fails with L04 when the account's content has reached the
-// disk limit. Nothing stored is touched.
-func (m *Manager) checkDiskLimit(ctx context.Context) error {
-	if m.cfg.DiskLimit <= 0 {
-		return nil
-	}
-	used, err := m.cfg.Pool.ContentUsage(ctx)
-	if err != nil {
-		return err
-	}
-	if used >= m.cfg.DiskLimit {
-		return errdefs.New(api.CodeDiskLimit, "the account's disk limit is reached (%d of %d bytes used by sandboxes and checkpoints); delete checkpoints or sandboxes to make room",
-			used, m.cfg.DiskLimit)
-	}
-	return nil
 }
 
 // validateSnapshotName checks a snapshot name (same rules as sandbox names).
@@ -267,30 +187,17 @@ func (m *Manager) resolveSnapshot(ctx context.Context, acct metadata.Account, re
 
 // checkpointView turns a stored checkpoint into its API form; usage may be
 // nil (sizes then stay zero).
-func (m *Manager) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, usage map[string]volume.Usage) api.Checkpoint {
+func (m *Manager) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, usage *disks.Usage) api.Checkpoint {
 	out := api.Checkpoint{
 		ID: ck.Seq, GlobalID: ck.ID, Sandbox: ck.SandboxName, Name: ck.Name, Trigger: ck.Trigger,
 		Consistency: ck.Consistency, Comment: ck.Comment, Label: ck.Label, HasMemory: ck.HasMemory,
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
 	}
 	out.Offsite, out.OffsiteDetail = m.offsiteStatus(ck)
-	for _, path := range m.ckPaths(ck) {
-		if u, ok := usage[m.cfg.Pool.Rel(path)]; ok {
-			out.SizeExclusive += u.Exclusive
-			out.SizeTotal += u.Referenced
-		}
+	if usage != nil {
+		out.SizeExclusive, out.SizeTotal = usage.Checkpoint(ck)
 	}
 	return out
-}
-
-// ckPaths are the subvolumes that may hold checkpoint ck's data: its disk
-// (in one of two places) and its memory image.
-func (m *Manager) ckPaths(ck metadata.Checkpoint) []string {
-	return []string{
-		m.cfg.Pool.CheckpointPath(ck.ID),
-		filepath.Join(m.browseDir(ck.SandboxID), ck.Seq),
-		m.cfg.Pool.MemoryPath(ck.ID),
-	}
 }
 
 // Checkpoints lists the checkpoints of the sandbox called name, oldest
@@ -304,13 +211,13 @@ func (m *Manager) Checkpoints(ctx context.Context, account, name string, include
 	if err != nil {
 		return nil, err
 	}
-	usage, err := m.cfg.Pool.Usage(ctx)
+	usage, err := m.cfg.Disks.Usage(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]api.Checkpoint, 0, len(rows))
 	for _, ck := range rows {
-		out = append(out, m.checkpointView(sb, ck, usage))
+		out = append(out, m.checkpointView(sb, ck, &usage))
 	}
 	return out, nil
 }
@@ -325,63 +232,49 @@ func (m *Manager) Checkpoint(ctx context.Context, account, name, ref string) (ap
 	if err != nil {
 		return api.Checkpoint{}, err
 	}
-	usage, err := m.cfg.Pool.Usage(ctx)
+	usage, err := m.cfg.Disks.Usage(ctx)
 	if err != nil {
 		return api.Checkpoint{}, err
 	}
-	return m.checkpointView(sb, ck, usage), nil
+	return m.checkpointView(sb, ck, &usage), nil
 }
 
 // DeleteCheckpoint deletes a checkpoint of the sandbox called name and
 // frees its space before returning. A sandbox's current checkpoint cannot
 // be deleted.
 func (m *Manager) DeleteCheckpoint(ctx context.Context, account, name, ref string) error {
-	acct, sb, err := m.lookup(ctx, account, name)
+	_, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
 		return err
 	}
-	defer m.lockDisk(sb.ID)()
 	ck, err := m.findCheckpoint(ctx, sb, ref)
 	if err != nil {
 		return err
 	}
-	return m.deleteCheckpoint(ctx, acct, ck)
+	return m.deleteCheckpoint(ctx, ck)
 }
 
-func (m *Manager) deleteCheckpoint(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint) error {
-	users, err := m.cfg.Store.ListSandboxes(ctx, acct.ID, metadata.SandboxFilter{})
-	if err != nil {
+// deleteCheckpoint deletes ck, queued behind whatever holds its sandbox
+// (if the sandbox still exists), and refreshes what the sandbox browses.
+func (m *Manager) deleteCheckpoint(ctx context.Context, ck metadata.Checkpoint) error {
+	sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		return err
 	}
-	for _, u := range users {
-		if u.CurrentCheckpoint == ck.ID {
-			return errdefs.New(api.CodeCheckpointCurrent,
-				"checkpoint %s is the current checkpoint of sandbox %s (its disk was restored or forked from it) and cannot be deleted", ck.Seq, u.Name)
+	if sb.ID != "" {
+		l, err := m.queue(ctx, sb, purposeCheckpoint)
+		if err != nil {
+			return err
 		}
+		defer m.release(l)
 	}
-	disk := m.ckPath(ck)
-	// The row goes first: a crash after it leaves only an orphan snapshot,
-	// which the next start sweeps.
-	if err := m.cfg.Store.DeleteCheckpoint(ctx, ck.ID); err != nil {
+	if err := m.cfg.Disks.Delete(ctx, ck); err != nil {
 		return err
-	}
-	if ck.HasMemory {
-		if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.MemoryPath(ck.ID)); err != nil {
-			return err
-		}
-	}
-	m.offsiteForget(ck)
-	if ok, _ := volume.IsSubvolume(disk); ok { // its local copy may be gone already
-		if err := m.cfg.Pool.Reclaim(ctx, disk); err != nil {
-			return err
-		}
 	}
 	m.offsiteChanged() // its manifest goes from the locations too
-	// The next newest checkpoint (if any) becomes browsable.
-	if sb, err := m.cfg.Store.SandboxByID(ctx, ck.SandboxID); err == nil {
-		logErr("refresh /.cairn/checkpoints", m.refreshBrowse(ctx, sb), "sandbox", sb.Name)
+	if sb.ID != "" {
+		m.publish(ctx, sb) // the next newest checkpoint (if any) becomes browsable
 	}
-	slog.Info("checkpoint deleted", "sandbox", ck.SandboxName, "id", ck.Seq, "global_id", ck.ID)
 	return nil
 }
 
@@ -399,16 +292,32 @@ func (m *Manager) Diff(ctx context.Context, account, name, from, to string) ([]a
 	if err != nil {
 		return nil, err
 	}
-	defer m.lockDisk(sb.ID)()
-	toPath := m.cfg.Pool.SandboxPath(sb.ID)
+	ha, err := m.cfg.Disks.Open(ctx, a, disks.PurposeDiff)
+	if err != nil {
+		return nil, errdefs.Wrap(api.CodeLocalGone, err, "diff from %s", a.Seq)
+	}
+	defer ha.Release()
+	fromPath, toPath := ha.Disk, m.cfg.Pool.SandboxPath(sb.ID)
 	if to != "" {
 		b, err := m.findCheckpoint(ctx, sb, to)
 		if err != nil {
 			return nil, err
 		}
-		toPath = m.ckPath(b)
+		hb, err := m.cfg.Disks.Open(ctx, b, disks.PurposeDiff)
+		if err != nil {
+			return nil, errdefs.Wrap(api.CodeLocalGone, err, "diff to %s", b.Seq)
+		}
+		defer hb.Release()
+		toPath = hb.Disk
+	} else {
+		// The root stays in place meanwhile: a restore waits.
+		l, err := m.queue(ctx, sb, purposeDiff)
+		if err != nil {
+			return nil, err
+		}
+		defer m.release(l)
 	}
-	changes, err := checkpoint.Diff(ctx, m.ckPath(a), toPath)
+	changes, err := checkpoint.Diff(ctx, fromPath, toPath)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
 	}
@@ -421,7 +330,7 @@ func (m *Manager) Diff(ctx context.Context, account, name, from, to string) ([]a
 
 // diskUsage returns what a sandbox's root and its checkpoints alone hold.
 func (m *Manager) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.DiskUsage, error) {
-	usage, err := m.cfg.Pool.Usage(ctx)
+	usage, err := m.cfg.Disks.Usage(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -429,11 +338,10 @@ func (m *Manager) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.Disk
 	if err != nil {
 		return nil, err
 	}
-	du := &api.DiskUsage{Sandbox: usage[m.cfg.Pool.Rel(m.cfg.Pool.SandboxPath(sb.ID))].Exclusive, CheckpointCount: len(cks)}
+	du := &api.DiskUsage{Sandbox: usage.Root(sb.ID), CheckpointCount: len(cks)}
 	for _, ck := range cks {
-		for _, path := range m.ckPaths(ck) {
-			du.Checkpoints += usage[m.cfg.Pool.Rel(path)].Exclusive
-		}
+		excl, _ := usage.Checkpoint(ck)
+		du.Checkpoints += excl
 	}
 	return du, nil
 }

@@ -40,7 +40,7 @@ func (m *Manager) detach(id string) (*instance, string) {
 	defer m.mu.Unlock()
 	inst := m.live[id]
 	delete(m.live, id)
-	m.notify()
+	m.notifyLocked()
 	if inst != nil && inst.container != "" {
 		return inst, inst.container
 	}

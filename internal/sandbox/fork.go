@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -27,7 +28,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	if err != nil {
 		return nil, err
 	}
-	if err := m.refuseIfBusy(parent, api.StateDeleting, api.StateRestoring); err != nil {
+	if err := m.refuseIfBusy(ctx, parent, api.StateDeleting, api.StateRestoring); err != nil {
 		return nil, err
 	}
 	if req.Count == 0 {
@@ -54,16 +55,18 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if req.Memory && !from.HasMemory {
 			return nil, errdefs.New(api.CodeNoMemory, "checkpoint %s holds no memory: fork it without --memory", from.Seq)
 		}
-		if gone, _ := m.localGone(from); gone {
+		if !m.cfg.Disks.HasLocal(ctx, from) {
 			return nil, errdefs.New(api.CodeLocalGone, "the local copy of checkpoint %s is gone: restore it from off-site first (cairn checkpoint restore %s %s --as NEW_NAME), then fork that", from.Seq, name, from.Seq)
 		}
-		if _, err := m.memoryImage(from, req.DiskOnly); err != nil {
-			return nil, err
+		if from.HasMemory && !req.DiskOnly {
+			if err := m.cfg.Disks.CheckMemory(from); err != nil {
+				return nil, err
+			}
 		}
 	} else if req.Memory && !m.isLive(parent.ID) {
 		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: there is no live memory to fork", name)
 	}
-	if err := m.checkDiskLimit(ctx); err != nil {
+	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
 	var releases []func()
@@ -82,24 +85,38 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	}
 	return m.cfg.Ops.Start("sandbox.fork", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer releaseAll()
-		// Held throughout: the checkpoint's disk stays where it is while
-		// the children are made from it.
-		defer m.lockDisk(parent.ID)()
 		if from.ID == "" {
+			// The parent is held only for the checkpoint's instant: it
+			// keeps running and changing meanwhile.
+			l, err := m.queue(ctx, parent, purposeCheckpoint)
+			if err != nil {
+				return nil, err
+			}
 			cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
 			if err == nil {
 				op.Progress("Checkpointing %s to fork it", name)
 				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
 			}
+			m.release(l)
 			if err != nil {
 				return nil, err
 			}
 		}
-		mem, err := m.memoryImage(from, req.DiskOnly)
+		// Held throughout: the checkpoint's disk stays while the children
+		// are made from it.
+		held, err := m.cfg.Disks.Open(ctx, from, disks.PurposeRestore)
 		if err != nil {
 			return nil, err
 		}
-		source := m.ckPath(from)
+		defer held.Release()
+		mem := ""
+		if from.HasMemory && !req.DiskOnly {
+			if mem, err = held.MemoryImage(); err != nil {
+				return nil, err
+			}
+		}
+		makeRoot := func(root string) error { return held.Materialize(ctx, m.cfg.Pool, root) }
+		memory := func() (string, error) { return mem, nil }
 		children := make([]metadata.Sandbox, len(names))
 		errs := make([]error, len(names))
 		sem := make(chan struct{}, forkParallelism)
@@ -109,7 +126,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				errs[i] = m.create(ctx, op, children[i], source, mem)
+				errs[i] = m.create(ctx, op, children[i], makeRoot, memory)
 			})
 		}
 		wg.Wait()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -46,7 +47,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkDiskLimit(ctx); err != nil {
+	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
 	acct, release, err := m.reserveName(ctx, account, req.Name)
@@ -64,52 +65,24 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 		if err != nil {
 			return nil, err
 		}
-		if err := m.create(ctx, op, sb, imgPath, ""); err != nil {
+		makeRoot := func(root string) error { return m.cfg.Pool.Snapshot(ctx, imgPath, root, false) }
+		if err := m.create(ctx, op, sb, makeRoot, nil); err != nil {
 			return nil, err
 		}
 		return m.Get(ctx, account, sb.Name)
 	}), nil
 }
 
-// reserveName checks that name is free in account and holds it until
-// release is called, so that two creates of one name cannot race.
-func (m *Manager) reserveName(ctx context.Context, account, name string) (metadata.Account, func(), error) {
-	acct, err := m.cfg.Store.AccountByName(ctx, account)
-	if err != nil {
-		return acct, nil, err
-	}
-	key := fmt.Sprintf("%d/%s", acct.ID, name)
-	m.mu.Lock()
-	if m.reserved[key] {
-		m.mu.Unlock()
-		return acct, nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q is being created", name)
-	}
-	m.reserved[key] = true
-	m.mu.Unlock()
-	release := func() {
-		m.mu.Lock()
-		delete(m.reserved, key)
-		m.mu.Unlock()
-	}
-	if _, err := m.cfg.Store.SandboxByName(ctx, acct.ID, name); err == nil {
-		release()
-		return acct, nil, errdefs.New(api.CodeNameTaken, "a sandbox named %q already exists", name)
-	} else if !errors.Is(err, metadata.ErrNotFound) {
-		release()
-		return acct, nil, err
-	}
-	return acct, release, nil
-}
-
-// create makes sandbox sb with a root snapshotted from source (an image or
-// a checkpoint), starts it (resuming the processes of memImage, if not "")
-// and commits its row. On failure every step is undone.
-func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox, source, memImage string) error {
+// create makes sandbox sb with a root made by makeRoot (a snapshot of an
+// image, or a checkpoint materialized), starts it (resuming the processes
+// of the memory image memory returns, if any) and commits its row. On
+// failure every step is undone.
+func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sandbox, makeRoot func(root string) error, memory func() (string, error)) error {
 	undo := revert.New()
 	defer undo.Fail()
 
 	root := m.cfg.Pool.SandboxPath(sb.ID)
-	if err := m.cfg.Pool.Snapshot(ctx, source, root, false); err != nil {
+	if err := makeRoot(root); err != nil {
 		return err
 	}
 	undo.Add(func() { logErr("undo: delete root", m.cfg.Pool.Delete(context.Background(), root)) })
@@ -117,6 +90,14 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		return err
 	}
 	undo.Add(func() { os.RemoveAll(m.sandboxDir(sb.ID)) })
+	undo.Add(func() { logErr("undo: remove browse view", m.cfg.Disks.Unpublish(sb.ID)) })
+	memImage := ""
+	if memory != nil {
+		var err error
+		if memImage, err = memory(); err != nil {
+			return err
+		}
+	}
 
 	op.Progress("Starting sandbox %s", sb.Name)
 	if err := m.startContainer(ctx, sb, memImage); err != nil {
@@ -135,25 +116,30 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 	}
 	undo.Success()
 	op.Progress("Sandbox %s running", sb.Name)
-	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image, "from", source)
+	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image, "from_checkpoint", sb.SourceCheckpoint)
 	return nil
 }
 
 // Start starts a stopped sandbox.
 func (m *Manager) Start(ctx context.Context, account, name string) (*operation.Op, error) {
-	sb, err := m.acquire(ctx, account, name, api.StateStarting)
+	sb, l, err := m.acquire(ctx, account, name, api.StateStarting)
 	if err != nil {
 		return nil, err
 	}
 	if sb.State == metadata.SandboxRunning {
-		m.end(sb.ID)
+		m.release(l)
 		return nil, errdefs.New(api.CodeAlreadyRunning, "sandbox %s is already running", name)
 	}
-	return m.lifecycleOp("sandbox.start", sb, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.lifecycleOp("sandbox.start", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		mem := ""
 		if sb.ResumeCheckpoint != "" {
 			op.Progress("Resuming sandbox %s from its saved session", name)
-			mem = m.cfg.Pool.MemoryPath(sb.ResumeCheckpoint)
+			held, err := m.savedSession(ctx, sb)
+			if err != nil {
+				return nil, err
+			}
+			defer held.Release()
+			mem = held.Memory
 		} else {
 			op.Progress("Starting sandbox %s", name)
 		}
@@ -175,15 +161,15 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 // req.Snapshot the session is saved instead: memory and disk are
 // checkpointed and the processes frozen, and the next start resumes them.
 func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRequest) (*operation.Op, error) {
-	sb, err := m.acquire(ctx, account, name, api.StateStopping)
+	sb, l, err := m.acquire(ctx, account, name, api.StateStopping)
 	if err != nil {
 		return nil, err
 	}
 	if sb.State != metadata.SandboxRunning {
-		m.end(sb.ID)
+		m.release(l)
 		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running", name)
 	}
-	return m.lifecycleOp("sandbox.stop", sb, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.lifecycleOp("sandbox.stop", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		if req.Snapshot {
 			op.Progress("Saving the session of %s", name)
 			ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerStop, Memory: true, StopAfter: true, Comment: "saved session"}, op)
@@ -218,11 +204,11 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 
 // Restart stops a running sandbox (or not, if it is stopped) and starts it.
 func (m *Manager) Restart(ctx context.Context, account, name string) (*operation.Op, error) {
-	sb, err := m.acquire(ctx, account, name, api.StateStarting)
+	sb, l, err := m.acquire(ctx, account, name, api.StateStarting)
 	if err != nil {
 		return nil, err
 	}
-	return m.lifecycleOp("sandbox.restart", sb, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.lifecycleOp("sandbox.restart", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		m.autoCheckpoint(ctx, sb, api.TriggerRestart, op)
 		if sb.State == metadata.SandboxRunning {
 			op.Progress("Stopping sandbox %s", name)
@@ -248,11 +234,11 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 
 // Delete stops the sandbox if it runs and removes it with its files.
 func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.Op, error) {
-	sb, err := m.acquire(ctx, account, name, api.StateDeleting)
+	sb, l, err := m.acquire(ctx, account, name, api.StateDeleting)
 	if err != nil {
 		return nil, err
 	}
-	return m.lifecycleOp("sandbox.delete", sb, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.lifecycleOp("sandbox.delete", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		// The final checkpoint: the sandbox stays restorable from it (and
 		// from its other automatic checkpoints) for 14 days.
 		if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
@@ -282,7 +268,7 @@ func (m *Manager) removeFiles(ctx context.Context, id string) error {
 	if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.SandboxPath(id)); err != nil {
 		return err
 	}
-	if err := m.removeBrowse(ctx, id); err != nil {
+	if err := m.cfg.Disks.Unpublish(id); err != nil {
 		return err
 	}
 	return os.RemoveAll(m.sandboxDir(id))
@@ -297,12 +283,12 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	defer undo.Fail()
 
 	dir := m.sandboxDir(sb.ID)
-	// /.cairn/checkpoints must exist to be bound; what is in it is brought
-	// up to date off the start's path (moving checkpoints waits for btrfs).
-	if err := os.MkdirAll(m.browseDir(sb.ID), 0o755); err != nil {
-		return err
+	// /.cairn/checkpoints must exist to be bound: published before the
+	// start, it shows the sandbox's newest checkpoints from the first
+	// moment.
+	if err := m.cfg.Disks.Publish(ctx, sb); err != nil {
+		return fmt.Errorf("browse view: %w", err)
 	}
-	m.refreshBrowseSoon(sb)
 	inst, err := m.openSockets(sb)
 	if err != nil {
 		return err
@@ -318,7 +304,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 		Mounts: []runsc.Mount{
 			{Source: filepath.Join(dir, "dotcairn"), Destination: "/.cairn", ReadOnly: true},
 			{Source: filepath.Join(m.cfg.DataDir, "bin"), Destination: "/.cairn/bin", ReadOnly: true},
-			{Source: m.browseDir(sb.ID), Destination: "/.cairn/checkpoints", ReadOnly: true},
+			{Source: m.cfg.BrowseDir(sb.ID), Destination: "/.cairn/checkpoints", ReadOnly: true},
 		},
 		CPUs:        sb.CPUs,
 		MemoryBytes: sb.MemoryBytes,
@@ -359,7 +345,7 @@ func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memIm
 	}
 	inst.pid, inst.container = pid, name
 	m.live[sb.ID] = inst
-	m.notify()
+	m.notifyLocked()
 	m.mu.Unlock()
 	undo.Success()
 	return nil
@@ -411,10 +397,10 @@ func (m *Manager) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Ho
 	defer cancel()
 	for {
 		m.mu.Lock()
-		_, busy := m.busy[sb.ID]
-		inst := m.live[sb.ID]
 		changed := m.changed
+		inst := m.live[sb.ID]
 		m.mu.Unlock()
+		_, busy := m.busyState(ctx, sb.ID)
 		if !busy {
 			if inst == nil {
 				return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running (start it with `cairn start %s`)", sb.Name, sb.Name)
@@ -423,8 +409,30 @@ func (m *Manager) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Ho
 		}
 		select {
 		case <-changed:
+		case <-time.After(busyPoll): // the holder may be another process
 		case <-ctx.Done():
 			return nil, errdefs.Wrap(api.CodeSandboxBusy, ctx.Err(), "sandbox %s stayed busy", sb.Name)
 		}
 	}
+}
+
+// busyPoll is how often an exec waiting for a busy sandbox looks again
+// when nothing in this process woke it.
+const busyPoll = 100 * time.Millisecond
+
+// savedSession lends the memory checkpoint a stopped sandbox resumes from.
+func (m *Manager) savedSession(ctx context.Context, sb metadata.Sandbox) (*disks.Held, error) {
+	ck, err := m.cfg.Store.CheckpointByID(ctx, sb.ResumeCheckpoint)
+	if err != nil {
+		return nil, fmt.Errorf("saved session of %s: %w", sb.Name, err)
+	}
+	held, err := m.cfg.Disks.Open(ctx, ck, disks.PurposeRestore)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := held.MemoryImage(); err != nil {
+		held.Release()
+		return nil, err
+	}
+	return held, nil
 }

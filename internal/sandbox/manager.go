@@ -17,8 +17,10 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -73,9 +75,13 @@ type Config struct {
 	// SandboxAPI returns the handler of a sandbox's management socket
 	// (/.cairn/api.sock), scoped to that sandbox id; nil: no socket.
 	SandboxAPI func(sandboxID string) http.Handler
-	// DiskLimit is the account's limit in bytes on what its sandboxes and
-	// checkpoints take in the pool; 0 is unlimited.
-	DiskLimit int64
+	// Disks owns checkpoint disks and memory images; Leases holds the
+	// store's leases (one lifecycle change at a time per sandbox).
+	Disks  *disks.Disks
+	Leases *lease.Manager
+	// BrowseDir is the host directory bound read-only at
+	// /.cairn/checkpoints of sandbox id (served by the browse view).
+	BrowseDir func(id string) string
 	// Offsite uploads checkpoints to the account's off-site locations and
 	// brings them back; nil: off-site copies are off.
 	Offsite *offsite.Service
@@ -85,15 +91,12 @@ type Config struct {
 type Manager struct {
 	cfg Config
 
-	mu       sync.Mutex
-	live     map[string]*instance   // by sandbox id: sandboxes whose agent socket is open
-	busy     map[string]string      // sandbox id → transient state of the running lifecycle operation
-	reserved map[string]bool        // "account/name" of sandboxes being created
-	ckLocks  map[string]*sync.Mutex // sandbox id → held while its disk is snapshotted or swapped
+	mu   sync.Mutex
+	live map[string]*instance // by sandbox id: sandboxes whose agent socket is open
 	// autoSkipped says, per sandbox id, why its last automatic checkpoint
 	// was skipped (disk limit…); shown by status.
 	autoSkipped map[string]string
-	changed     chan struct{} // closed and replaced when live or busy change
+	changed     chan struct{} // closed and replaced when live changes or a sandbox lease is released
 	// retirements waits for the containers being removed in the
 	// background (see retireContainer).
 	retirements sync.WaitGroup
@@ -125,9 +128,6 @@ func NewManager(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg:         cfg,
 		live:        map[string]*instance{},
-		busy:        map[string]string{},
-		reserved:    map[string]bool{},
-		ckLocks:     map[string]*sync.Mutex{},
 		autoSkipped: map[string]string{},
 		changed:     make(chan struct{}),
 	}, nil
@@ -162,101 +162,18 @@ func (m *Manager) agentSocket(id string) string {
 	return filepath.Join(m.sandboxDir(id), "dotcairn", "agent.sock")
 }
 
-// notify wakes everyone waiting for a change of live or busy. m.mu is held.
+// notify wakes everyone waiting for a change of live or of a sandbox's
+// lease.
 func (m *Manager) notify() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notifyLocked()
+}
+
+// notifyLocked is notify with m.mu held.
+func (m *Manager) notifyLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
-}
-
-// begin marks sandbox id busy with a transient state, or fails with S05 if
-// another lifecycle operation runs on it.
-func (m *Manager) begin(sb metadata.Sandbox, state string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cur, ok := m.busy[sb.ID]; ok {
-		return errdefs.New(api.CodeSandboxBusy, "sandbox %s is busy (%s); try again when it is done", sb.Name, cur)
-	}
-	m.busy[sb.ID] = state
-	m.notify()
-	return nil
-}
-
-// acquire looks up the sandbox called name and marks it busy with state,
-// returning its row as read after marking it (so no other lifecycle
-// operation changed it in between). Call m.end(sb.ID) when done.
-func (m *Manager) acquire(ctx context.Context, account, name, state string) (metadata.Sandbox, error) {
-	_, sb, err := m.lookup(ctx, account, name)
-	if err != nil {
-		return sb, err
-	}
-	if err := m.begin(sb, state); err != nil {
-		return sb, err
-	}
-	id := sb.ID
-	sb, err = m.cfg.Store.SandboxByID(ctx, id)
-	if err != nil {
-		m.end(id)
-		if errors.Is(err, metadata.ErrNotFound) {
-			return sb, errdefs.New(api.CodeNoSandbox, "no sandbox named %q", name)
-		}
-		return sb, err
-	}
-	return sb, nil
-}
-
-// diskLock returns the lock that serialises everything that snapshots,
-// swaps or removes sandbox id's root: checkpoints queue behind each other
-// and behind lifecycle operations instead of failing.
-func (m *Manager) diskLock(id string) *sync.Mutex {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l := m.ckLocks[id]
-	if l == nil {
-		l = &sync.Mutex{}
-		m.ckLocks[id] = l
-	}
-	return l
-}
-
-// lockDisk takes sandbox id's disk lock and returns its release:
-//
-//	defer m.lockDisk(sb.ID)()
-func (m *Manager) lockDisk(id string) func() {
-	l := m.diskLock(id)
-	l.Lock()
-	return l.Unlock
-}
-
-// lockDiskCtx is lockDisk for background work that must give way: it
-// stops waiting when ctx ends (whoever holds the lock may be waiting for
-// that work to end).
-func (m *Manager) lockDiskCtx(ctx context.Context, id string) (func(), error) {
-	l := m.diskLock(id)
-	for !l.TryLock() {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return l.Unlock, nil
-}
-
-// lifecycleOp runs fn as an operation on sb, which the caller marked busy
-// (acquire): with sb's disk lock held, and sb no longer busy at the end.
-func (m *Manager) lifecycleOp(kind string, sb metadata.Sandbox, fn operation.Func) *operation.Op {
-	return m.cfg.Ops.Start(kind, "sandbox/"+sb.Name, func(ctx context.Context, op *operation.Op) (any, error) {
-		defer m.end(sb.ID)
-		defer m.lockDisk(sb.ID)()
-		return fn(ctx, op)
-	})
-}
-
-func (m *Manager) end(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.busy, id)
-	m.notify()
 }
 
 // lookup returns the sandbox called name in account.
@@ -299,10 +216,10 @@ func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	out.CurrentCheckpoint = m.checkpointRef(ctx, sb, sb.CurrentCheckpoint)
 	out.SavedSession = m.checkpointRef(ctx, sb, sb.ResumeCheckpoint)
 	out.SourceCheckpoint = m.checkpointRef(ctx, metadata.Sandbox{}, sb.SourceCheckpoint)
-	m.mu.Lock()
-	if st, ok := m.busy[sb.ID]; ok {
+	if st, ok := m.busyState(ctx, sb.ID); ok {
 		out.State = st
 	}
+	m.mu.Lock()
 	inst := m.live[sb.ID]
 	out.AutoCheckpointNote = m.autoSkipped[sb.ID]
 	m.mu.Unlock()
@@ -341,22 +258,6 @@ func (m *Manager) Info(ctx context.Context, account, name string) (api.Sandbox, 
 		return out, err
 	}
 	return out, nil
-}
-
-// refuseIfBusy fails with S05 if sandbox id is in one of states.
-func (m *Manager) refuseIfBusy(sb metadata.Sandbox, states ...string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur, ok := m.busy[sb.ID]
-	if !ok {
-		return nil
-	}
-	for _, st := range states {
-		if cur == st {
-			return errdefs.New(api.CodeSandboxBusy, "sandbox %s is %s; try again when it is done", sb.Name, cur)
-		}
-	}
-	return nil
 }
 
 // Get returns the sandbox called name.

@@ -114,7 +114,7 @@ func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, p
 	inst.pid, inst.container = pid, name
 	m.mu.Lock()
 	m.live[sb.ID] = inst
-	m.notify()
+	m.notifyLocked()
 	m.mu.Unlock()
 	if sb.State != metadata.SandboxRunning {
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
@@ -127,11 +127,12 @@ func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, p
 
 // restartInBackground starts a sandbox that should run; execs wait for it.
 func (m *Manager) restartInBackground(sb metadata.Sandbox) {
-	if err := m.begin(sb, api.StateStarting); err != nil {
+	l, err := m.exclusive(context.Background(), sb, api.StateStarting)
+	if err != nil {
 		return
 	}
 	go func() {
-		defer m.end(sb.ID)
+		defer m.release(l)
 		slog.Info("recover: starting sandbox that should be running", "sandbox", sb.Name)
 		if err := m.startContainer(context.Background(), sb, ""); err != nil {
 			slog.Error("recover: start failed; marking stopped", "sandbox", sb.Name, "err", err)
@@ -160,27 +161,9 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) (map[string]
 			return nil, err
 		}
 	}
-	cks, err := m.cfg.Store.AllCheckpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, ck := range cks {
-		known[ck.ID] = true
-	}
-	if entries, err := os.ReadDir(filepath.Dir(m.browseDir("x"))); err == nil {
-		for _, e := range entries {
-			if !known[e.Name()] {
-				slog.Info("recover: removing orphan browse directory", "id", e.Name())
-				if err := m.removeBrowse(ctx, e.Name()); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	for _, dir := range []string{
-		filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Dir(m.cfg.Pool.CheckpointPath("x")),
-		filepath.Dir(m.cfg.Pool.MemoryPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes"),
-	} {
+	// Checkpoint disks and memory images are the disks component's to
+	// sweep (disks.Sweep, before Recover); here the sandboxes' own.
+	for _, dir := range []string{filepath.Dir(m.cfg.Pool.SandboxPath("x")), filepath.Join(m.cfg.DataDir, "sandboxes")} {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, err
@@ -193,6 +176,7 @@ func (m *Manager) sweep(ctx context.Context, known map[string]bool) (map[string]
 			if err := m.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
 				return nil, err
 			}
+			logErr("recover: remove an orphan browse view", m.cfg.Disks.Unpublish(e.Name()))
 		}
 	}
 	return containers, nil

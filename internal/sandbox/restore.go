@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -52,7 +51,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		if err != nil {
 			return nil, err
 		}
-		if err := m.refuseIfBusy(sb, api.StateDeleting); err != nil {
+		if err := m.refuseIfBusy(ctx, sb, api.StateDeleting); err != nil {
 			return nil, err
 		}
 		ck, err := m.findCheckpoint(ctx, sb, ref)
@@ -61,24 +60,24 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		}
 		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite)
 	}
-	sb, err := m.acquire(ctx, account, name, api.StateRestoring)
+	sb, l, err := m.acquire(ctx, account, name, api.StateRestoring)
 	if err != nil {
 		return nil, err
 	}
 	ck, err := m.findCheckpoint(ctx, sb, ref)
-	var fromOffsite bool
+	var src disks.Source
 	if err == nil {
-		fromOffsite, err = m.restoreSource(ck, req.FromOffsite)
+		src, err = m.sourceFor(ctx, ck, req.FromOffsite)
 	}
-	diskOnly := req.DiskOnly || fromOffsite // memory is not kept off-site
-	if err == nil {
-		_, err = m.memoryImage(ck, diskOnly)
+	diskOnly := req.DiskOnly || src == disks.FromOffsite // memory is not kept off-site
+	if err == nil && ck.HasMemory && !diskOnly {
+		err = m.cfg.Disks.CheckMemory(ck)
 	}
 	if err != nil {
-		m.end(sb.ID)
+		m.release(l)
 		return nil, err
 	}
-	return m.lifecycleOp("sandbox.restore", sb, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.lifecycleOp("sandbox.restore", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		if grace > 0 {
 			op.Progress("Restoring in %s: the caller inside the sandbox gets its answer first", grace)
 			select {
@@ -87,17 +86,8 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 				return nil, ctx.Err()
 			}
 		}
-		src := m.ckPath(ck)
-		if fromOffsite {
-			if ck.HasMemory && !req.DiskOnly {
-				op.Infof("Memory images are not kept off-site: the sandbox boots from the restored disk")
-			}
-			dir, done, err := m.fetchOffsite(ctx, op, ck, sb.ID)
-			if err != nil {
-				return nil, err
-			}
-			defer done()
-			src = dir
+		if src == disks.FromOffsite && ck.HasMemory && !req.DiskOnly {
+			op.Infof("Memory images are not kept off-site: the sandbox boots from the restored disk")
 		}
 		if err := m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly); err != nil {
 			return nil, err
@@ -107,15 +97,36 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 	}), nil
 }
 
-// restoreInPlace swaps in a writable snapshot of src, the disk of ck (its
-// local copy, or one fetched from off-site).
-func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src string, safety, diskOnly bool) error {
+// restoreInPlace swaps in a writable copy of ck's disk, made from src.
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, safety, diskOnly bool) error {
 	undo := revert.New()
 	defer undo.Fail()
 
-	mem, err := m.memoryImage(ck, diskOnly)
+	root := m.cfg.Pool.SandboxPath(sb.ID)
+	staging := root + ".restore"
+	if err := m.cfg.Pool.Delete(ctx, staging); err != nil {
+		return err
+	}
+	// The new root first, while the sandbox runs on: from the local copy
+	// a snapshot (its lease keeps the disk and memory image until the
+	// sandbox runs again), from off-site a full read.
+	var progress func(api.TransferProgress)
+	if src == disks.FromOffsite {
+		progress = fetchProgress(op, ck)
+	}
+	held, err := m.cfg.Disks.Materialize(ctx, ck, staging, src, m.remote(), progress)
 	if err != nil {
 		return err
+	}
+	undo.Add(func() { logErr("undo: delete staged root", m.cfg.Pool.Delete(context.Background(), staging)) })
+	mem := ""
+	if held != nil {
+		defer held.Release()
+		if ck.HasMemory && !diskOnly {
+			if mem, err = held.MemoryImage(); err != nil {
+				return err
+			}
+		}
 	}
 
 	if safety {
@@ -142,18 +153,9 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	}
 
 	op.Progress("Swapping in checkpoint %s", ck.Seq)
-	root := m.cfg.Pool.SandboxPath(sb.ID)
-	staging := root + ".restore"
-	if err := m.cfg.Pool.Delete(ctx, staging); err != nil {
-		return err
-	}
-	if err := m.cfg.Pool.Snapshot(ctx, src, staging, false); err != nil {
-		return err
-	}
 	// One atomic exchange: a crash leaves either the old root or the new
 	// one in place; whichever is left in staging is swept at the next start.
 	if err := m.cfg.Pool.Exchange(staging, root); err != nil {
-		m.cfg.Pool.Delete(context.WithoutCancel(ctx), staging)
 		return err
 	}
 	undo.Success() // the new root is in place; from here on go forward
@@ -214,17 +216,18 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	if err := ValidateName(newName); err != nil {
 		return nil, err
 	}
-	fromOffsite, err := m.restoreSource(ck, fromOffsite)
+	src, err := m.sourceFor(ctx, ck, fromOffsite)
 	if err != nil {
 		return nil, err
 	}
 	memWanted := ck.HasMemory && !diskOnly
-	diskOnly = diskOnly || fromOffsite // memory is not kept off-site
-	mem, err := m.memoryImage(ck, diskOnly)
-	if err != nil {
-		return nil, err
+	diskOnly = diskOnly || src == disks.FromOffsite // memory is not kept off-site
+	if ck.HasMemory && !diskOnly {
+		if err := m.cfg.Disks.CheckMemory(ck); err != nil {
+			return nil, err
+		}
 	}
-	if err := m.checkDiskLimit(ctx); err != nil {
+	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
 	_, release, err := m.reserveName(ctx, acct.Name, newName)
@@ -235,24 +238,29 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
 		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
-		if fromOffsite {
+		var progress func(api.TransferProgress)
+		if src == disks.FromOffsite {
 			if memWanted {
 				op.Infof("Memory images are not kept off-site: %s boots from the restored disk", newName)
 			}
-			dir, done, err := m.fetchOffsite(ctx, op, ck, sb.ID)
-			if err != nil {
-				return nil, err
-			}
-			err = m.create(ctx, op, sb, dir, "")
-			done()
-			if err != nil {
-				return nil, err
-			}
-			return m.Get(ctx, acct.Name, newName)
+			progress = fetchProgress(op, ck)
 		}
-		unlock := m.lockDisk(ck.SandboxID) // the checkpoint's disk stays put
-		err := m.create(ctx, op, sb, m.ckPath(ck), mem)
-		unlock()
+		var held *disks.Held
+		makeRoot := func(root string) error {
+			var err error
+			held, err = m.cfg.Disks.Materialize(ctx, ck, root, src, m.remote(), progress)
+			return err
+		}
+		memory := func() (string, error) {
+			if held == nil || diskOnly || !ck.HasMemory {
+				return "", nil
+			}
+			return held.MemoryImage()
+		}
+		err := m.create(ctx, op, sb, makeRoot, memory)
+		if held != nil {
+			held.Release()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -273,23 +281,6 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 		slog.Warn("read source sandbox", "err", err)
 	}
 	return sb
-}
-
-// memoryImage returns the memory image to resume ck's processes from: ""
-// for a disk checkpoint or with diskOnly. A memory checkpoint whose image
-// is missing fails with K04 (its disk still restores with diskOnly).
-func (m *Manager) memoryImage(ck metadata.Checkpoint, diskOnly bool) (string, error) {
-	if !ck.HasMemory || diskOnly {
-		return "", nil
-	}
-	dir := m.cfg.Pool.MemoryPath(ck.ID)
-	for _, f := range []string{"checkpoint.img", "pages.img", "pages_meta.img"} {
-		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || (f == "checkpoint.img" && fi.Size() == 0) {
-			return "", errdefs.New(api.CodeMemoryImageBad,
-				"the memory image of checkpoint %s is missing or damaged (%s); restore its disk alone with --disk-only", ck.Seq, f)
-		}
-	}
-	return dir, nil
 }
 
 // isLive reports whether cairnd runs sandbox id.

@@ -30,7 +30,7 @@ func (m *Manager) Snapshots(ctx context.Context, account string) ([]api.Checkpoi
 	if err != nil {
 		return nil, err
 	}
-	usage, err := m.cfg.Pool.Usage(ctx)
+	usage, err := m.cfg.Disks.Usage(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (m *Manager) Snapshots(ctx context.Context, account string) ([]api.Checkpoi
 			}
 			sandboxes[ck.SandboxID] = sb
 		}
-		v := m.checkpointView(sb, ck, usage)
+		v := m.checkpointView(sb, ck, &usage)
 		v.SandboxDeleted = sb.ID == ""
 		out = append(out, v)
 	}
@@ -66,8 +66,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, account, ref string) (api.
 	if err != nil {
 		return api.Checkpoint{}, err
 	}
-	defer m.lockDisk(ck.SandboxID)()
-	if err := m.deleteCheckpoint(ctx, acct, ck); err != nil {
+	if err := m.deleteCheckpoint(ctx, ck); err != nil {
 		return api.Checkpoint{}, err
 	}
 	return m.checkpointView(metadata.Sandbox{}, ck, nil), nil
@@ -110,7 +109,7 @@ func (m *Manager) Account(ctx context.Context, account string) (api.AccountInfo,
 	if err != nil {
 		return api.AccountInfo{}, err
 	}
-	info := api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: m.cfg.DiskLimit, Sandboxes: len(sbs), Checkpoints: len(cks)}
+	info := api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: m.cfg.Disks.DiskLimit(), Sandboxes: len(sbs), Checkpoints: len(cks)}
 	if m.cfg.Offsite != nil && m.cfg.Offsite.Enabled() {
 		info.OffsiteLocations = m.cfg.Offsite.Locations()
 		info.Offsite = map[string]int{}

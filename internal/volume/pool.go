@@ -88,7 +88,7 @@ func OpenDir(dir string) (*Pool, error) {
 		return nil, fmt.Errorf("pool %s is not on btrfs", dir)
 	}
 	p := &Pool{root: dir}
-	for _, d := range []string{"images", "sandboxes", "checkpoints", "memory", "browse", "tmp"} {
+	for _, d := range []string{"images", "sandboxes", "checkpoints", "memory", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}

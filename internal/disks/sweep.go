@@ -1,0 +1,107 @@
+package disks
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/volume"
+)
+
+// Sweep brings the pool in line with the rows after cairnd starts, before
+// it serves anything: it reclaims the leases of this host's dead
+// predecessor (ownerPrefix) and expired ones, frees the queued deletes,
+// deletes disks and memory images no row names (a crash between making one
+// and recording it), and moves the disks of an older cairn out of its
+// browse directories (where it kept the five newest) to where their rows
+// say they are.
+func (d *Disks) Sweep(ctx context.Context, ownerPrefix string) error {
+	reclaimed, err := d.cfg.Leases.Reclaim(ctx, ownerPrefix)
+	if err != nil {
+		return err
+	}
+	if len(reclaimed) > 0 {
+		slog.Info("recover: reclaimed leases of a stopped cairnd", "leases", len(reclaimed))
+	}
+	cks, err := d.cfg.Store.AllCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.adoptLegacyBrowse(ctx, cks); err != nil {
+		return err
+	}
+	if err := d.collect(ctx); err != nil {
+		return err
+	}
+	queued, err := d.cfg.Store.DiskDeletes(ctx)
+	if err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	for _, ck := range cks {
+		named[filepath.Clean(ck.DiskPath)] = true
+		named[filepath.Clean(ck.MemoryPath)] = true
+	}
+	for _, q := range queued {
+		named[filepath.Clean(q.Path)] = true // a reader holds it still
+	}
+	for _, dir := range []string{"checkpoints", "memory"} {
+		entries, err := os.ReadDir(filepath.Join(d.cfg.Pool.Root(), dir))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			rel := filepath.Join(dir, e.Name())
+			if named[rel] {
+				continue
+			}
+			slog.Info("recover: removing a disk no checkpoint names", "path", rel)
+			if err := d.cfg.Pool.Delete(ctx, filepath.Join(d.cfg.Pool.Root(), rel)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// adoptLegacyBrowse moves each checkpoint disk an older cairn kept in
+// pool/browse/<sandbox>/<seq> to the place its row names (constant time: a
+// snapshot, then the old one is deleted) and removes pool/browse. Only the
+// old layout is looked at; rows name every disk from here on.
+func (d *Disks) adoptLegacyBrowse(ctx context.Context, cks []metadata.Checkpoint) error {
+	legacy := filepath.Join(d.cfg.Pool.Root(), "browse")
+	if _, err := os.Stat(legacy); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	for _, ck := range cks {
+		old := filepath.Join(legacy, ck.SandboxID, ck.Seq)
+		if ok, _ := volume.IsSubvolume(old); !ok || ck.DiskPath == "" {
+			continue
+		}
+		dst, err := d.abs(ck.DiskPath)
+		if err != nil {
+			return err
+		}
+		if ok, _ := volume.IsSubvolume(dst); !ok {
+			slog.Info("recover: moving a checkpoint disk out of the old browse directory", "checkpoint", ck.ID)
+			if err := d.cfg.Pool.Snapshot(ctx, old, dst, true); err != nil {
+				return err
+			}
+		}
+	}
+	entries, _ := os.ReadDir(legacy)
+	for _, sb := range entries {
+		dir := filepath.Join(legacy, sb.Name())
+		subs, _ := os.ReadDir(dir)
+		for _, e := range subs {
+			if err := d.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+		os.Remove(dir)
+	}
+	return os.Remove(legacy)
+}

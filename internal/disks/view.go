@@ -1,0 +1,51 @@
+package disks
+
+import (
+	"context"
+	"sort"
+
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// Browsable returns what sandbox sb sees under /.cairn/checkpoints: its
+// BrowseCount newest checkpoints that have a local copy, newest first.
+func (d *Disks) Browsable(ctx context.Context, sb metadata.Sandbox) ([]ViewEntry, error) {
+	cks, err := d.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(cks, func(i, j int) bool { return cks[i].CreatedAt.After(cks[j].CreatedAt) })
+	var out []ViewEntry
+	for _, ck := range cks {
+		if len(out) == BrowseCount {
+			break
+		}
+		if ck.DiskPath != "" {
+			out = append(out, ViewEntry{Name: ck.Seq, Path: ck.DiskPath})
+		}
+	}
+	return out, nil
+}
+
+// Publish brings sandbox sb's browse view up to date: its BrowseCount
+// newest checkpoints. Call it when the sandbox starts and whenever its
+// checkpoints change; the view is replaced whole, so a crash at any point
+// leaves either the old list or the new one.
+func (d *Disks) Publish(ctx context.Context, sb metadata.Sandbox) error {
+	if d.cfg.View == nil {
+		return nil
+	}
+	entries, err := d.Browsable(ctx, sb)
+	if err != nil {
+		return err
+	}
+	return d.cfg.View.Publish(sb.ID, entries)
+}
+
+// Unpublish removes sandbox id's browse view (the sandbox is deleted).
+func (d *Disks) Unpublish(id string) error {
+	if d.cfg.View == nil {
+		return nil
+	}
+	return d.cfg.View.Unpublish(id)
+}
