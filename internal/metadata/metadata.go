@@ -39,6 +39,10 @@ var (
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 )
 
+// DefaultAccount is the account of every request on cairnd's local unix
+// socket (the root administrator's channel).
+const DefaultAccount = "default"
+
 // Account owns sandboxes (and checkpoints, a disk limit and a key).
 type Account struct {
 	ID        int64 // assigned by the store; never reused
