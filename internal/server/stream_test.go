@@ -44,7 +44,12 @@ func request(t *testing.T, srv *httptest.Server, method, path, accept string) *h
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	resp, err := srv.Client().Do(req)
+	// Headers that are not flushed (they wait for the end of the work) are
+	// an error, not a hang.
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = 5 * time.Second
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
