@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
-	"github.com/cairn-sandbox/cairn/internal/server"
 )
 
 // File is cairnd's config file (--config), JSON. Today it holds the
@@ -37,8 +37,8 @@ func LoadFile(path string, cfg *Config) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	for name, a := range f.Accounts {
-		if name != server.DefaultAccount {
-			return fmt.Errorf("config %s: account %q: this cairnd serves one account, %q", path, name, server.DefaultAccount)
+		if name != metadata.DefaultAccount {
+			return fmt.Errorf("config %s: account %q: this cairnd serves one account, %q", path, name, metadata.DefaultAccount)
 		}
 		cfg.Offsite = a.Offsite
 	}

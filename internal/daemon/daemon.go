@@ -24,6 +24,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/lease"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -35,6 +36,18 @@ import (
 
 // Version is cairn's version, set at build time with -ldflags.
 var Version = "dev"
+
+// What the API server is given for each of its roles (server.Deps).
+var (
+	_ server.Sandboxes    = (*sandbox.Manager)(nil)
+	_ server.Checkpoints  = (*sandbox.Manager)(nil)
+	_ server.Snapshots    = (*sandbox.Manager)(nil)
+	_ server.Processes    = (*sandbox.Manager)(nil)
+	_ server.Accounts     = (*sandbox.Manager)(nil)
+	_ server.SandboxScope = (*sandbox.Manager)(nil)
+	_ server.Images       = (*image.Catalog)(nil)
+	_ server.Operations   = (*operation.Registry)(nil)
+)
 
 // Config is cairnd's configuration; the zero value of each field but
 // InitBinary means the embedded default.
@@ -97,7 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("metadata: %w", err)
 	}
 	defer store.Close()
-	acct, err := store.EnsureAccount(ctx, server.DefaultAccount)
+	acct, err := store.EnsureAccount(ctx, metadata.DefaultAccount)
 	if err != nil {
 		return err
 	}
@@ -148,7 +161,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer mgr.Close()
-	srv = server.New(mgr, images, ops, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
+	srv = server.New(server.Deps{
+		Sandboxes: mgr, Checkpoints: mgr, Snapshots: mgr, Processes: mgr, Accounts: mgr, Scope: mgr,
+		Images: images, Operations: ops,
+	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}

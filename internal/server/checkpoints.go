@@ -13,11 +13,11 @@ import (
 func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	var req api.CreateCheckpointRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.CreateCheckpoint(r.Context(), s.account(r), r.PathValue("name"), req)
+	op, err := s.checkpoints.CreateCheckpoint(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.sandboxes.Checkpoints(r.Context(), s.account(r), r.PathValue("name"), r.URL.Query().Get("include_auto") == "true")
+	list, err := s.checkpoints.Checkpoints(r.Context(), s.account(r), r.PathValue("name"), r.URL.Query().Get("include_auto") == "true")
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
-	ck, err := s.sandboxes.Checkpoint(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"))
+	ck, err := s.checkpoints.Checkpoint(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (s *Server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	name, id := r.PathValue("name"), r.PathValue("id")
-	if err := s.sandboxes.DeleteCheckpoint(r.Context(), s.account(r), name, id); err != nil {
+	if err := s.checkpoints.DeleteCheckpoint(r.Context(), s.account(r), name, id); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name + "/" + id})
@@ -57,11 +57,11 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	var req api.RestoreRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.Restore(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"), req)
+	op, err := s.checkpoints.Restore(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}
@@ -70,10 +70,10 @@ func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 	var req api.SnapshotRestoreRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	op, err := s.sandboxes.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req)
+	op, err := s.snapshots.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req)
 	if err != nil {
 		return err
 	}
@@ -83,11 +83,11 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.ForkRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.Fork(r.Context(), s.account(r), r.PathValue("name"), req)
+	op, err := s.checkpoints.Fork(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	diff, err := s.sandboxes.Diff(r.Context(), s.account(r), r.PathValue("name"), q.Get("from"), q.Get("to"))
+	diff, err := s.checkpoints.Diff(r.Context(), s.account(r), r.PathValue("name"), q.Get("from"), q.Get("to"))
 	if err != nil {
 		return err
 	}
@@ -107,11 +107,11 @@ func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	var req api.CreateCheckpointRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.CreateSnapshot(r.Context(), s.account(r), r.PathValue("name"), req)
+	op, err := s.snapshots.CreateSnapshot(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.sandboxes.Snapshots(r.Context(), s.account(r))
+	list, err := s.snapshots.Snapshots(r.Context(), s.account(r))
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
-	ck, err := s.sandboxes.DeleteSnapshot(r.Context(), s.account(r), r.PathValue("ref"))
+	ck, err := s.snapshots.DeleteSnapshot(r.Context(), s.account(r), r.PathValue("ref"))
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) configureSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.ConfigureSandboxRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.Configure(r.Context(), s.account(r), r.PathValue("name"), req)
@@ -150,7 +150,7 @@ func (s *Server) configureSandbox(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
-	info, err := s.sandboxes.Account(r.Context(), s.account(r))
+	info, err := s.accounts.Account(r.Context(), s.account(r))
 	if err != nil {
 		return err
 	}
@@ -161,11 +161,11 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) verify(w http.ResponseWriter, r *http.Request) error {
 	var req api.VerifyRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.Verify(r.Context(), s.account(r), req)
+	op, err := s.accounts.Verify(r.Context(), s.account(r), req)
 	if err != nil {
 		return err
 	}

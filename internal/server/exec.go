@@ -26,7 +26,7 @@ const ExecUpgrade = "cairn-exec"
 // Exit frame. See docs/exec-protocol.md.
 func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.ExecRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		return err
 	}
 	if !req.Detach && r.Header.Get("Upgrade") != ExecUpgrade {
@@ -36,7 +36,7 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	if !req.Detach && !ok {
 		return errdefs.New(api.CodeInvalidRequest, "connection cannot be upgraded")
 	}
-	pid, stream, err := s.sandboxes.Exec(r.Context(), s.account(r), r.PathValue("name"), req)
+	pid, stream, err := s.processes.Exec(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.CreateSandboxRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		return err
 	}
 	op, err := s.sandboxes.Create(r.Context(), s.account(r), req)
@@ -74,7 +74,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.StopRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
@@ -117,7 +117,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.sandboxes.Services(r.Context(), s.account(r), r.PathValue("name"))
+	list, err := s.processes.Services(r.Context(), s.account(r), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) error {
 		}
 		tail = n
 	}
-	b, err := s.sandboxes.ServiceLogs(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("service"), tail)
+	b, err := s.processes.ServiceLogs(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("service"), tail)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ type scope struct{ account, name string }
 func (s *Server) SandboxHandler(id string) http.Handler {
 	mux := newMux(s, sandboxRoutes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		account, name, err := s.sandboxes.Whoami(r.Context(), id)
+		account, name, err := s.scope.Whoami(r.Context(), id)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -58,7 +58,7 @@ func (s *Server) sbInfo(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) sbListCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	sc := scopeOf(r)
-	list, err := s.sandboxes.Checkpoints(r.Context(), sc.account, sc.name, r.URL.Query().Get("include_auto") == "true")
+	list, err := s.checkpoints.Checkpoints(r.Context(), sc.account, sc.name, r.URL.Query().Get("include_auto") == "true")
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (s *Server) sbListCheckpoints(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) sbGetCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	sc := scopeOf(r)
-	ck, err := s.sandboxes.Checkpoint(r.Context(), sc.account, sc.name, r.PathValue("id"))
+	ck, err := s.checkpoints.Checkpoint(r.Context(), sc.account, sc.name, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -82,11 +82,11 @@ func (s *Server) sbCreateCheckpoint(w http.ResponseWriter, r *http.Request) erro
 	sc := scopeOf(r)
 	var req api.CreateCheckpointRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.CreateCheckpoint(r.Context(), sc.account, sc.name, req)
+	op, err := s.checkpoints.CreateCheckpoint(r.Context(), sc.account, sc.name, req)
 	if err != nil {
 		return err
 	}
@@ -103,11 +103,11 @@ func (s *Server) sbRestore(w http.ResponseWriter, r *http.Request) error {
 	sc := scopeOf(r)
 	var req api.RestoreRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return err
 		}
 	}
-	op, err := s.sandboxes.RestoreFromInside(context.WithoutCancel(r.Context()), sc.account, sc.name, r.PathValue("id"), req)
+	op, err := s.checkpoints.RestoreFromInside(context.WithoutCancel(r.Context()), sc.account, sc.name, r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}

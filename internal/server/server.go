@@ -12,29 +12,35 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
-	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
-	"github.com/cairn-sandbox/cairn/internal/sandbox"
 )
-
-// DefaultAccount is the account of requests on the local socket.
-const DefaultAccount = "default"
 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
 // Server serves the API.
 type Server struct {
-	sandboxes *sandbox.Manager
-	images    *image.Catalog
-	ops       *operation.Registry
-	info      api.ServerInfo
-	mux       *http.ServeMux
+	sandboxes   Sandboxes
+	checkpoints Checkpoints
+	snapshots   Snapshots
+	processes   Processes
+	accounts    Accounts
+	images      Images
+	ops         Operations
+	scope       SandboxScope
+	info        api.ServerInfo
+	mux         *http.ServeMux
 }
 
-// New returns a server over the given parts.
-func New(sandboxes *sandbox.Manager, images *image.Catalog, ops *operation.Registry, info api.ServerInfo) *Server {
-	s := &Server{sandboxes: sandboxes, images: images, ops: ops, info: info}
+// New returns a server over d; info is what GET /v1 answers (its Account
+// set per request).
+func New(d Deps, info api.ServerInfo) *Server {
+	s := &Server{
+		sandboxes: d.Sandboxes, checkpoints: d.Checkpoints, snapshots: d.Snapshots,
+		processes: d.Processes, accounts: d.Accounts, images: d.Images,
+		ops: d.Operations, scope: d.Scope, info: info,
+	}
 	s.mux = newMux(s, routes)
 	return s
 }
@@ -111,6 +117,9 @@ func statusOf(code string) int {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := errdefs.CodeOf(err)
 	status := statusOf(code)
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		status = http.StatusRequestEntityTooLarge
+	}
 	if status >= 500 {
 		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
@@ -127,11 +136,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// decode reads a JSON body into v; unknown fields are refused.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+// decode reads a JSON body of at most maxBody bytes into v; unknown
+// fields are refused. A larger body is answered 413 (by fail).
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			return errdefs.Wrap(api.CodeInvalidRequest, err, "request body is larger than the limit of %d MiB", maxBody>>20)
+		}
 		if errors.Is(err, io.EOF) {
 			return errdefs.New(api.CodeInvalidRequest, "request body is empty; expected JSON")
 		}
@@ -142,7 +155,7 @@ func decode(r *http.Request, v any) error {
 
 // account returns the account a request acts for. On the local socket every
 // request acts for the default account; token auth comes with TCP.
-func (s *Server) account(*http.Request) string { return DefaultAccount }
+func (s *Server) account(*http.Request) string { return metadata.DefaultAccount }
 
 // accepted answers 202 with an operation, or, if the client accepts
 // NDJSON, streams the operation's events in the response instead.

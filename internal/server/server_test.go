@@ -12,10 +12,10 @@ import (
 )
 
 // The edge answers unknown routes, wrong methods and malformed bodies in the
-// one error shape. (Routes that reach the sandbox manager are covered end
-// to end in test/integration.)
+// one error shape. (handlers_test.go tests every route against a fake;
+// test/integration, end to end.)
 func TestErrorsHaveOneShape(t *testing.T) {
-	s := New(nil, nil, operation.NewRegistry(t.Context(), nil), api.ServerInfo{Version: "test"})
+	s := New(Deps{Operations: operation.NewRegistry(t.Context(), nil)}, api.ServerInfo{Version: "test"})
 	cases := []struct {
 		method, path, body string
 		status             int

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"io"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+)
+
+// The server's dependencies, one small interface per role. cairnd passes
+// its sandbox.Manager for the sandbox roles, its image.Catalog for Images
+// and its operation.Registry for Operations (the assertions are in package
+// daemon); the handler tests pass a fake.
+//
+// Errors carry an API code (package errdefs) and are turned into an HTTP
+// status and the JSON error shape by the server, once. An error without a
+// code is answered as X01 (500) and logged. The codes named below are what
+// the server expects; X01 may come from any method.
+//
+// A method returning an *operation.Op fails directly only for what it
+// checks before the work starts (the codes listed); a failure of the work
+// itself ends the operation with an error event instead.
+//
+// Every account and name is passed as the request gave it (the account as
+// the server decided it); validating them is the implementation's job.
+
+// Sandboxes is the lifecycle of the sandboxes of an account.
+type Sandboxes interface {
+	// Create validates req and starts an operation that makes and starts
+	// the sandbox; it completes with the api.Sandbox. V01 (bad name), V02
+	// (bad limits or interval), I01 (no such image), L04 (disk limit), S02
+	// (name taken).
+	Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*operation.Op, error)
+	// Get returns the sandbox called name, without its disk usage. S01.
+	Get(ctx context.Context, account, name string) (api.Sandbox, error)
+	// Info returns the sandbox called name with its disk usage. S01.
+	Info(ctx context.Context, account, name string) (api.Sandbox, error)
+	// List returns the account's sandboxes by name, never nil; with a
+	// parent, only those forked from the sandbox of that name. S01 (no
+	// such parent).
+	List(ctx context.Context, account, parent string) ([]api.Sandbox, error)
+	// Start starts an operation that starts a stopped sandbox; it
+	// completes with the api.Sandbox. S01, S03 (running), S05 (busy).
+	Start(ctx context.Context, account, name string) (*operation.Op, error)
+	// Stop starts an operation that stops a running sandbox (with
+	// req.Snapshot: saves its session); it completes with the api.Sandbox.
+	// S01, S04 (not running), S05.
+	Stop(ctx context.Context, account, name string, req api.StopRequest) (*operation.Op, error)
+	// Restart starts an operation that stops the sandbox if it runs and
+	// starts it; it completes with the api.Sandbox. S01, S05.
+	Restart(ctx context.Context, account, name string) (*operation.Op, error)
+	// Delete starts an operation that stops and removes the sandbox. S01,
+	// S05.
+	Delete(ctx context.Context, account, name string) (*operation.Op, error)
+	// Configure changes the sandbox's settings and returns it. S01, V02
+	// (nothing to change, bad interval).
+	Configure(ctx context.Context, account, name string, req api.ConfigureSandboxRequest) (api.Sandbox, error)
+}
+
+// Checkpoints are the checkpoints of one sandbox: taking, listing,
+// deleting, restoring, forking and comparing them. ref is a checkpoint's
+// id within the sandbox or its global id.
+type Checkpoints interface {
+	// CreateCheckpoint starts an operation that checkpoints the sandbox; it
+	// completes with the api.Checkpoint. S01, V01 (bad snapshot name), K02
+	// (snapshot name taken).
+	CreateCheckpoint(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error)
+	// Checkpoints lists the sandbox's checkpoints, oldest first, never nil;
+	// automatic ones only with includeAuto. S01.
+	Checkpoints(ctx context.Context, account, name string, includeAuto bool) ([]api.Checkpoint, error)
+	// Checkpoint returns one checkpoint of the sandbox. S01, K08.
+	Checkpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error)
+	// DeleteCheckpoint deletes a checkpoint and frees its space before it
+	// returns. S01, K08, K03 (a sandbox's current checkpoint).
+	DeleteCheckpoint(ctx context.Context, account, name, ref string) error
+	// Restore starts an operation that restores the checkpoint in place,
+	// or as a new sandbox with req.As; it completes with the api.Sandbox.
+	// S01, S05, K08, K04 (memory image bad), R01/R02 (off-site), and with
+	// req.As: V01, S02, L04.
+	Restore(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error)
+	// RestoreFromInside is Restore in place asked for by a process inside
+	// the sandbox: the work starts after a grace period in which the
+	// caller gets its answer. Its ctx is not cancelled when the caller
+	// goes away. The codes of Restore; V02 with req.As.
+	RestoreFromInside(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error)
+	// Fork starts an operation that makes req.Count running copies of the
+	// sandbox; it completes with the children. S01, S04 (memory of a
+	// stopped sandbox), S05, V01, V02, K08, K05 (no memory), K09 (local
+	// copy gone), K04, L04, S02.
+	Fork(ctx context.Context, account, name string, req api.ForkRequest) (*operation.Op, error)
+	// Diff lists what differs between checkpoint from and checkpoint to
+	// (or the current disk when to is ""), never nil. S01, V02 (no from),
+	// K08.
+	Diff(ctx context.Context, account, name, from, to string) ([]api.DiffEntry, error)
+}
+
+// Snapshots are checkpoints named account-wide: by global id, snapshot
+// name or SANDBOX/ID, also those of deleted sandboxes.
+type Snapshots interface {
+	// CreateSnapshot is CreateCheckpoint with a name (a default one if
+	// req.Name is ""). Its codes.
+	CreateSnapshot(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error)
+	// Snapshots lists the account's named and automatic checkpoints,
+	// oldest first, never nil.
+	Snapshots(ctx context.Context, account string) ([]api.Checkpoint, error)
+	// DeleteSnapshot deletes the checkpoint ref and returns what it was.
+	// K08, K03.
+	DeleteSnapshot(ctx context.Context, account, ref string) (api.Checkpoint, error)
+	// RestoreSnapshot starts an operation that restores ref as the new
+	// sandbox req.Name; it completes with the api.Sandbox. K08, V01, S02,
+	// K04, R01/R02, L04.
+	RestoreSnapshot(ctx context.Context, account, ref string, req api.SnapshotRestoreRequest) (*operation.Op, error)
+}
+
+// Processes is what runs inside a running sandbox, through its cairn-init.
+// While the sandbox is starting (or otherwise busy) each method waits
+// until it is ready.
+type Processes interface {
+	// Exec starts req.Command in the sandbox and returns its pid. For a
+	// detached command stream is nil; otherwise it carries the exec frames
+	// of package api until the Exit frame, and the caller closes it. V02
+	// (no command), S01, S04, S07 (cairn-init unreachable), S08 (the
+	// command could not be started).
+	Exec(ctx context.Context, account, name string, req api.ExecRequest) (pid int, stream io.ReadWriteCloser, err error)
+	// Services lists the services defined in the sandbox with their
+	// states (nil if none). S01, S04, S07.
+	Services(ctx context.Context, account, name string) ([]api.ServiceStatus, error)
+	// ServiceLogs returns the last tail bytes of a service's log (0: the
+	// default amount). S01, S04, S07, S09 (no such service), V02.
+	ServiceLogs(ctx context.Context, account, name, service string, tail int) ([]byte, error)
+}
+
+// Accounts is what concerns an account as a whole.
+type Accounts interface {
+	// Account returns the account's disk use and counts.
+	Account(ctx context.Context, account string) (api.AccountInfo, error)
+	// Verify starts an operation that checks the account's checkpoints,
+	// locally or off-site; it completes with an api.VerifyReport. V02
+	// (a location without off-site), R01 (off-site disabled).
+	Verify(ctx context.Context, account string, req api.VerifyRequest) (*operation.Op, error)
+}
+
+// Images is the catalog of images sandboxes are made from.
+type Images interface {
+	// List returns the known images, built or not, by name.
+	List() ([]api.Image, error)
+}
+
+// Operations holds the long work in progress and recently finished.
+type Operations interface {
+	// Get returns the operation with id. O01.
+	Get(id string) (*operation.Op, error)
+	// List returns every known operation, newest first, never nil.
+	List() []api.Operation
+}
+
+// SandboxScope tells who a sandbox is, for its management socket, which
+// knows the sandbox by id only.
+type SandboxScope interface {
+	// Whoami returns the account and current name of sandbox id. S01 if it
+	// no longer exists.
+	Whoami(ctx context.Context, id string) (account, name string, err error)
+}
+
+// Deps are the parts a Server serves. Every field must be set.
+type Deps struct {
+	Sandboxes   Sandboxes
+	Checkpoints Checkpoints
+	Snapshots   Snapshots
+	Processes   Processes
+	Accounts    Accounts
+	Images      Images
+	Operations  Operations
+	Scope       SandboxScope
+}

@@ -1,0 +1,321 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+)
+
+// call is one call the server made to the fake: the method, the account
+// it acted for (the id, for Whoami) and the other arguments but ctx.
+type call struct {
+	Method  string
+	Account string
+	Args    []any
+}
+
+// fake implements every role of Deps. It records each call, answers err
+// if set, and otherwise canned values; its operations are real ones of a
+// real operation.Registry, emitting the events of work.
+type fake struct {
+	ops *operation.Registry
+
+	mu    sync.Mutex
+	calls []call
+
+	err error // returned by every method but Whoami and Operations.List
+
+	// work is what each operation started by the fake does; by default
+	// it reports one progress event and completes with "done".
+	work operation.Func
+
+	// whoAccount, whoName are Whoami's answer; whoErr its error.
+	whoAccount, whoName string
+	whoErr              error
+
+	services []api.ServiceStatus // Services' answer
+	stream   *fakeStream         // Exec's stream of an attached command
+}
+
+var (
+	_ Sandboxes    = (*fake)(nil)
+	_ Checkpoints  = (*fake)(nil)
+	_ Snapshots    = (*fake)(nil)
+	_ Processes    = (*fake)(nil)
+	_ Accounts     = (*fake)(nil)
+	_ Images       = fakeImages{}
+	_ Operations   = fakeOps{}
+	_ SandboxScope = (*fake)(nil)
+)
+
+func newFake(t *testing.T) *fake {
+	return &fake{ops: operation.NewRegistry(t.Context(), time.Now), whoAccount: "acct-x", whoName: "inside"}
+}
+
+// server returns a Server over f.
+func (f *fake) server() *Server {
+	return New(Deps{
+		Sandboxes: f, Checkpoints: f, Snapshots: f, Processes: f, Accounts: f,
+		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f,
+	}, api.ServerInfo{Version: "test"})
+}
+
+func (f *fake) record(method, account string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{method, account, args})
+}
+
+// takeCalls returns the calls so far and forgets them.
+func (f *fake) takeCalls() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+// op records the call and, unless f.err, starts an operation.
+func (f *fake) op(method, account string, args ...any) (*operation.Op, error) {
+	f.record(method, account, args...)
+	if f.err != nil {
+		return nil, f.err
+	}
+	work := f.work
+	if work == nil {
+		work = func(ctx context.Context, op *operation.Op) (any, error) {
+			op.Progress("working on %s", method)
+			return "done", nil
+		}
+	}
+	return f.ops.Start("fake."+method, "fake", work), nil
+}
+
+func (f *fake) Create(_ context.Context, account string, req api.CreateSandboxRequest) (*operation.Op, error) {
+	return f.op("Create", account, req)
+}
+
+func (f *fake) Get(_ context.Context, account, name string) (api.Sandbox, error) {
+	f.record("Get", account, name)
+	return api.Sandbox{Name: name, Account: account}, f.err
+}
+
+func (f *fake) Info(_ context.Context, account, name string) (api.Sandbox, error) {
+	f.record("Info", account, name)
+	return api.Sandbox{Name: name, Account: account}, f.err
+}
+
+func (f *fake) List(_ context.Context, account, parent string) ([]api.Sandbox, error) {
+	f.record("List", account, parent)
+	return []api.Sandbox{}, f.err
+}
+
+func (f *fake) Start(_ context.Context, account, name string) (*operation.Op, error) {
+	return f.op("Start", account, name)
+}
+
+func (f *fake) Stop(_ context.Context, account, name string, req api.StopRequest) (*operation.Op, error) {
+	return f.op("Stop", account, name, req)
+}
+
+func (f *fake) Restart(_ context.Context, account, name string) (*operation.Op, error) {
+	return f.op("Restart", account, name)
+}
+
+func (f *fake) Delete(_ context.Context, account, name string) (*operation.Op, error) {
+	return f.op("Delete", account, name)
+}
+
+func (f *fake) Configure(_ context.Context, account, name string, req api.ConfigureSandboxRequest) (api.Sandbox, error) {
+	f.record("Configure", account, name, req)
+	return api.Sandbox{Name: name}, f.err
+}
+
+func (f *fake) CreateCheckpoint(_ context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error) {
+	return f.op("CreateCheckpoint", account, name, req)
+}
+
+func (f *fake) Checkpoints(_ context.Context, account, name string, includeAuto bool) ([]api.Checkpoint, error) {
+	f.record("Checkpoints", account, name, includeAuto)
+	return []api.Checkpoint{}, f.err
+}
+
+func (f *fake) Checkpoint(_ context.Context, account, name, ref string) (api.Checkpoint, error) {
+	f.record("Checkpoint", account, name, ref)
+	return api.Checkpoint{}, f.err
+}
+
+func (f *fake) DeleteCheckpoint(_ context.Context, account, name, ref string) error {
+	f.record("DeleteCheckpoint", account, name, ref)
+	return f.err
+}
+
+func (f *fake) Restore(_ context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
+	return f.op("Restore", account, name, ref, req)
+}
+
+func (f *fake) RestoreFromInside(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
+	// The restore ends the caller: it must not end with the request.
+	if ctx.Done() != nil {
+		f.record("RestoreFromInside", account, name, ref, req)
+		return nil, errdefs.New(api.CodeInternal, "RestoreFromInside was given a context that ends with the request")
+	}
+	return f.op("RestoreFromInside", account, name, ref, req)
+}
+
+func (f *fake) Fork(_ context.Context, account, name string, req api.ForkRequest) (*operation.Op, error) {
+	return f.op("Fork", account, name, req)
+}
+
+func (f *fake) Diff(_ context.Context, account, name, from, to string) ([]api.DiffEntry, error) {
+	f.record("Diff", account, name, from, to)
+	return []api.DiffEntry{}, f.err
+}
+
+func (f *fake) CreateSnapshot(_ context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error) {
+	return f.op("CreateSnapshot", account, name, req)
+}
+
+func (f *fake) Snapshots(_ context.Context, account string) ([]api.Checkpoint, error) {
+	f.record("Snapshots", account)
+	return []api.Checkpoint{}, f.err
+}
+
+func (f *fake) DeleteSnapshot(_ context.Context, account, ref string) (api.Checkpoint, error) {
+	f.record("DeleteSnapshot", account, ref)
+	return api.Checkpoint{}, f.err
+}
+
+func (f *fake) RestoreSnapshot(_ context.Context, account, ref string, req api.SnapshotRestoreRequest) (*operation.Op, error) {
+	return f.op("RestoreSnapshot", account, ref, req)
+}
+
+func (f *fake) Exec(_ context.Context, account, name string, req api.ExecRequest) (int, io.ReadWriteCloser, error) {
+	f.record("Exec", account, name, req)
+	if f.err != nil {
+		return 0, nil, f.err
+	}
+	if req.Detach {
+		return 42, nil, nil
+	}
+	return 42, f.stream, nil
+}
+
+func (f *fake) Services(_ context.Context, account, name string) ([]api.ServiceStatus, error) {
+	f.record("Services", account, name)
+	return f.services, f.err
+}
+
+func (f *fake) ServiceLogs(_ context.Context, account, name, service string, tail int) ([]byte, error) {
+	f.record("ServiceLogs", account, name, service, tail)
+	return []byte("log of " + service), f.err
+}
+
+func (f *fake) Account(_ context.Context, account string) (api.AccountInfo, error) {
+	f.record("Account", account)
+	return api.AccountInfo{Name: account}, f.err
+}
+
+func (f *fake) Verify(_ context.Context, account string, req api.VerifyRequest) (*operation.Op, error) {
+	return f.op("Verify", account, req)
+}
+
+func (f *fake) Whoami(_ context.Context, id string) (string, string, error) {
+	f.record("Whoami", id)
+	return f.whoAccount, f.whoName, f.whoErr
+}
+
+// fakeImages is the fake's Images (its List would clash with Sandboxes').
+type fakeImages struct{ *fake }
+
+func (f fakeImages) List() ([]api.Image, error) {
+	f.record("Images.List", "")
+	return []api.Image{{Name: "busybox"}}, f.err
+}
+
+// fakeOps is the fake's Operations: its real registry, failing with err
+// if set.
+type fakeOps struct{ *fake }
+
+func (f fakeOps) Get(id string) (*operation.Op, error) {
+	f.record("Operations.Get", "", id)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.ops.Get(id)
+}
+
+func (f fakeOps) List() []api.Operation {
+	f.record("Operations.List", "")
+	return f.ops.List()
+}
+
+// fakeStream is the stream of an attached exec, a process that answers
+// out once it has read wantIn (so the test knows the input arrived).
+type fakeStream struct {
+	out    io.Reader
+	wantIn int
+	got    chan struct{} // closed once wantIn bytes came in, or at Close
+
+	mu     sync.Mutex
+	in     bytes.Buffer
+	closed bool
+}
+
+func newFakeStream(out, wantIn string) *fakeStream {
+	return &fakeStream{out: strings.NewReader(out), wantIn: len(wantIn), got: make(chan struct{})}
+}
+
+func (s *fakeStream) Read(p []byte) (int, error) {
+	<-s.got
+	return s.out.Read(p)
+}
+
+func (s *fakeStream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.in.Write(p)
+	if s.in.Len() >= s.wantIn {
+		s.closeGot()
+	}
+	return n, err
+}
+
+func (s *fakeStream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.closeGot()
+	}
+	return nil
+}
+
+// closeGot closes got once. s.mu is held.
+func (s *fakeStream) closeGot() {
+	select {
+	case <-s.got:
+	default:
+		close(s.got)
+	}
+}
+
+func (s *fakeStream) input() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.in.String()
+}
+
+func (s *fakeStream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
