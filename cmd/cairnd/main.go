@@ -12,11 +12,17 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 )
 
 func main() {
+	// The browse server (/.cairn/checkpoints of every sandbox) is this
+	// binary too, started by cairnd as a process of its own.
+	if len(os.Args) > 1 && os.Args[1] == browse.ServerCommand {
+		os.Exit(browse.Main(os.Args[2:]))
+	}
 	var cfg daemon.Config
 	var poolSize, logLevel, diskLimit, configFile string
 	flag.StringVar(&configFile, "config", "", "JSON config file with the account's off-site locations (default: two directories under the data dir; see docs/offsite.md)")

@@ -35,14 +35,9 @@ func (d *daemon) rootOf(name string) string {
 	return filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID)
 }
 
-// ckDir is where a checkpoint's tree is on the host: in its sandbox's
-// browse directory while it is one of the five newest, else under
-// checkpoints/.
+// ckDir is where a checkpoint's tree is on the host: its own subvolume,
+// which never moves.
 func (d *daemon) ckDir(sandbox string, ck api.Checkpoint) string {
-	browse := filepath.Join(filepath.Dir(filepath.Dir(d.rootOf(sandbox))), "browse", filepath.Base(d.rootOf(sandbox)), ck.ID)
-	if _, err := os.Stat(browse); err == nil {
-		return browse
-	}
 	return filepath.Join(d.dataDir, "pool", "checkpoints", ck.GlobalID)
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
+	"github.com/cairn-sandbox/cairn/internal/browse"
 )
 
 // binDir holds cairn, cairnd and cairn-init for the whole run.
@@ -197,6 +198,11 @@ func (d *daemon) destroy() {
 	}
 	// runsc keeps a bind mount of an empty network namespace in its root.
 	exec.Command("umount", filepath.Join(d.dataDir, "runsc", "null-netns")).Run()
+	// The browse server outlives cairnd by design: unmounting its view
+	// ends it.
+	if err := browse.Stop(filepath.Join(d.dataDir, "browse")); err != nil {
+		d.t.Errorf("stop the browse server: %v", err)
+	}
 	pool := filepath.Join(d.dataDir, "pool")
 	if err := exec.Command("umount", pool).Run(); err != nil {
 		exec.Command("umount", "-l", pool).Run()
