@@ -86,11 +86,11 @@ const (
 	PhaseFork = "fork"
 	// PhaseDelete: the sandbox's files are removed.
 	PhaseDelete = "delete"
-	// PhaseVerify: checkpoints are checked; counts checkpoints (local)
-	// or objects with Locations (off-site).
+	// PhaseVerify: checkpoints are checked; counts checkpoints (local),
+	// or objects read back with the state of each location (off-site).
 	PhaseVerify = "verify"
 	// PhaseRepair: a damaged off-site location is repaired from another;
-	// counts objects repaired, with Locations.
+	// counts and Locations as in PhaseVerify.
 	PhaseRepair = "repair"
 	// PhaseDone: the work is done; the text says what was made and the
 	// complete event follows.
