@@ -53,8 +53,9 @@ const (
 	// PhaseCreate: a new sandbox's disk and record are made.
 	PhaseCreate = "create"
 	// PhaseCheckpoint: a checkpoint is taken (checkpoint create, an
-	// automatic checkpoint, the checkpoint a fork starts from); its steps
-	// follow as quiesce, snapshot and memory.
+	// automatic checkpoint, the checkpoint a fork starts from, the saved
+	// session of stop --snapshot); its steps follow as quiesce, snapshot
+	// and memory.
 	PhaseCheckpoint = "checkpoint"
 	// PhaseQuiesce: the sandbox's file systems are synced before the pause.
 	PhaseQuiesce = "quiesce"

@@ -125,7 +125,7 @@ const (
 
 // Event is one NDJSON line of an operation's stream:
 //
-//	{"type":"progress","data":"Fetched 42MiB of 100MiB (8MiB/s)","time":"…",
+//	{"type":"progress","data":"Fetched 42.0 MiB of 100.0 MiB (8.0 MiB/s)","time":"…",
 //	 "progress":{"phase":"fetch","done":44040192,"total":104857600,"unit":"bytes","rate":8388608}}
 //
 // Type is info, progress, error or complete. For error, Data is an
