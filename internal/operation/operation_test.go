@@ -241,3 +241,17 @@ func TestFollowerGetsTheReplacementOfWhatItSaw(t *testing.T) {
 		t.Fatalf("follower got %q, want %q", got, want)
 	}
 }
+
+// BenchmarkReport is the cost of a Report that replaces the previous one,
+// with no follower.
+func BenchmarkReport(b *testing.B) {
+	r := NewRegistry(context.Background(), time.Now)
+	release := make(chan struct{})
+	op := r.Start("test", "x", func(ctx context.Context, op *Op) (any, error) { <-release; return nil, nil })
+	defer close(release)
+	p := api.Progress{Phase: api.PhaseFetch, Total: int64(b.N), Unit: api.UnitBytes}
+	for i := 0; i < b.N; i++ {
+		p.Done = int64(i)
+		op.Report(p, "Fetched %d", i)
+	}
+}
