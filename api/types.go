@@ -125,15 +125,19 @@ const (
 
 // Event is one NDJSON line of an operation's stream:
 //
-//	{"type":"progress","data":"Building image debian: I: Retrieving Packages","time":"…"}
+//	{"type":"progress","data":"Fetched 42.0 MiB of 100.0 MiB (8.0 MiB/s)","time":"…",
+//	 "progress":{"phase":"fetch","done":44040192,"total":104857600,"unit":"bytes","rate":8388608}}
 //
 // Type is info, progress, error or complete. For error, Data is an
 // ErrorInfo; for complete, Data is the operation's result (e.g. a Sandbox);
-// otherwise a string.
+// otherwise a string for people.
 type Event struct {
 	Type string    `json:"type"`
 	Data any       `json:"data,omitempty"`
 	Time time.Time `json:"time"`
+	// Progress is the machine-readable side of an info or progress
+	// event; absent on events that carry only text (unstructured).
+	Progress *Progress `json:"progress,omitempty"`
 }
 
 // Event types.

@@ -193,8 +193,9 @@ func (c *Client) Operation(ctx context.Context, id string) (api.Operation, error
 }
 
 // Follow streams an operation's events to fn (nil: ignore them) until it
-// ends. It returns the data of the complete event, raw, or the operation's
-// error as an *Error.
+// ends: their text in Data and, when they have one, their phase and counts
+// in Progress (see docs/api.md). It returns the data of the complete event,
+// raw, or the operation's error as an *Error.
 func (c *Client) Follow(ctx context.Context, op api.Operation, fn func(api.Event)) (json.RawMessage, error) {
 	resp, err := c.send(ctx, "GET", "/v1/operations/"+url.PathEscape(op.ID)+"/events", nil, nil)
 	if err != nil {
@@ -222,7 +223,7 @@ func (c *Client) Follow(ctx context.Context, op api.Operation, fn func(api.Event
 		if fn != nil {
 			var data any
 			json.Unmarshal(ev.Data, &data)
-			fn(api.Event{Type: ev.Type, Data: data, Time: ev.Time})
+			fn(api.Event{Type: ev.Type, Data: data, Time: ev.Time, Progress: ev.Progress})
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -106,7 +106,9 @@ func runCheckpointCreate(ctx context.Context, opts checkpointCreateOptions, g *g
 	if err != nil {
 		return err
 	}
-	ck, err := c.WaitCheckpoint(ctx, op, g.printEvent)
+	events := g.events()
+	ck, err := c.WaitCheckpoint(ctx, op, events.print)
+	events.end()
 	if err != nil {
 		return followError(ctx, op, "cairn checkpoint list "+opts.Name, err)
 	}

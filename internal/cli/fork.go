@@ -80,7 +80,9 @@ func runFork(ctx context.Context, opts forkOptions, g *globalOptions) error {
 	if err != nil {
 		return err
 	}
-	children, err := c.WaitSandboxes(ctx, op, g.printEvent)
+	events := g.events()
+	children, err := c.WaitSandboxes(ctx, op, events.print)
+	events.end()
 	if err != nil {
 		return followError(ctx, op, "cairn list --parent "+opts.Name, err)
 	}

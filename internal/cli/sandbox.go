@@ -556,33 +556,16 @@ func waitSandbox(ctx context.Context, c *client.Client, op api.Operation, name s
 }
 
 // follow streams op's events to stderr until it ends and returns its
-// result. Human mode prints each event's data on a line; --json prints
-// each event as a JSON line. If ctx ends first (Ctrl-C) the error says
+// result, printing the events as eventPrinter does (--json: each event as
+// a JSON line). If ctx ends first (Ctrl-C) the error says
 // which operation was left running; name is the sandbox it works on.
 func follow(ctx context.Context, c *client.Client, op api.Operation, name string, g *globalOptions) (json.RawMessage, error) {
 	check := ""
 	if name != "" {
 		check = "cairn info " + name
 	}
-	raw, err := c.Follow(ctx, op, g.printEvent)
+	events := g.events()
+	raw, err := c.Follow(ctx, op, events.print)
+	events.end()
 	return raw, followError(ctx, op, check, err)
-}
-
-// printEvent writes one progress event to stderr.
-func (g *globalOptions) printEvent(ev api.Event) {
-	if g.JSON {
-		b, err := json.Marshal(ev)
-		if err == nil {
-			fmt.Fprintf(g.stderr, "%s\n", b)
-		}
-		return
-	}
-	switch d := ev.Data.(type) {
-	case nil:
-	case string:
-		fmt.Fprintln(g.stderr, d)
-	default:
-		b, _ := json.Marshal(d)
-		fmt.Fprintf(g.stderr, "%s\n", b)
-	}
 }

@@ -77,7 +77,9 @@ func runSnapshotCreate(ctx context.Context, opts snapshotCreateOptions, g *globa
 	if err != nil {
 		return err
 	}
-	ck, err := c.WaitCheckpoint(ctx, op, g.printEvent)
+	events := g.events()
+	ck, err := c.WaitCheckpoint(ctx, op, events.print)
+	events.end()
 	if err != nil {
 		return followError(ctx, op, "cairn snapshot list", err)
 	}

@@ -64,7 +64,9 @@ func runVerify(ctx context.Context, opts verifyOptions, g *globalOptions) error 
 	if err != nil {
 		return err
 	}
-	rep, err := c.WaitVerify(ctx, op, g.printEvent)
+	events := g.events()
+	rep, err := c.WaitVerify(ctx, op, events.print)
+	events.end()
 	if err != nil {
 		return followError(ctx, op, "", err)
 	}

@@ -15,10 +15,18 @@ import (
 // Progress receives one human-readable line per step of a build.
 type Progress func(line string)
 
+// Reporter receives each step of a build as a line for people and its
+// machine-readable side: phase api.PhaseImage (api.PhaseWait while another
+// request builds the image), with counts when the step has them.
+type Reporter func(p api.Progress, line string)
+
+// step reports a line of phase image without counts.
+func (r Reporter) step(line string) { r(api.Progress{Phase: api.PhaseImage}, line) }
+
 // builder fills dir (an empty writable subvolume) with an image's tree.
 type builder struct {
 	description string
-	build       func(ctx context.Context, dir string, progress Progress) error
+	build       func(ctx context.Context, dir string, report Reporter) error
 }
 
 // Catalog knows the images cairn can build and builds each at most once at a
@@ -77,8 +85,18 @@ func (c *Catalog) List() ([]api.Image, error) {
 }
 
 // Ensure returns the path of the image subvolume name, building it first if
-// needed. Concurrent callers for one image share a single build.
+// needed. Concurrent callers for one image share a single build. progress
+// gets the text of what EnsureWithProgress reports.
 func (c *Catalog) Ensure(ctx context.Context, name string, progress Progress) (string, error) {
+	return c.EnsureWithProgress(ctx, name, func(_ api.Progress, line string) { progress(line) })
+}
+
+// EnsureWithProgress is Ensure reporting each step with its phase and
+// counts; report may be nil.
+func (c *Catalog) EnsureWithProgress(ctx context.Context, name string, report Reporter) (string, error) {
+	if report == nil {
+		report = func(api.Progress, string) {}
+	}
 	b, ok := c.builders[name]
 	if !ok {
 		return "", errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", name)
@@ -96,7 +114,7 @@ func (c *Catalog) Ensure(ctx context.Context, name string, progress Progress) (s
 			cur = &build{done: make(chan struct{})}
 			c.building[name] = cur
 			c.mu.Unlock()
-			cur.err = c.build(ctx, name, b, progress)
+			cur.err = c.build(ctx, name, b, report)
 			c.mu.Lock()
 			delete(c.building, name)
 			c.mu.Unlock()
@@ -107,7 +125,7 @@ func (c *Catalog) Ensure(ctx context.Context, name string, progress Progress) (s
 			return path, nil
 		}
 		c.mu.Unlock()
-		progress(fmt.Sprintf("Waiting for image %s being built by another request", name))
+		report(api.Progress{Phase: api.PhaseWait}, fmt.Sprintf("Waiting for image %s being built by another request", name))
 		select {
 		case <-cur.done:
 			if cur.err != nil {
@@ -119,7 +137,7 @@ func (c *Catalog) Ensure(ctx context.Context, name string, progress Progress) (s
 	}
 }
 
-func (c *Catalog) build(ctx context.Context, name string, b builder, progress Progress) error {
+func (c *Catalog) build(ctx context.Context, name string, b builder, report Reporter) error {
 	tmp := c.pool.TempPath("image-" + name)
 	if err := c.pool.Delete(ctx, tmp); err != nil {
 		return err
@@ -129,8 +147,8 @@ func (c *Catalog) build(ctx context.Context, name string, b builder, progress Pr
 	}
 	// Whatever happens, the work subvolume goes; only the read-only snapshot stays.
 	defer c.pool.Delete(context.WithoutCancel(ctx), tmp)
-	progress(fmt.Sprintf("Building image %s", name))
-	if err := b.build(ctx, tmp, progress); err != nil {
+	report.step(fmt.Sprintf("Building image %s", name))
+	if err := b.build(ctx, tmp, report); err != nil {
 		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
 	}
 	if err := prepareRoot(tmp); err != nil {
@@ -139,6 +157,6 @@ func (c *Catalog) build(ctx context.Context, name string, b builder, progress Pr
 	if err := c.pool.Snapshot(ctx, tmp, c.pool.ImagePath(name), true); err != nil {
 		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
 	}
-	progress(fmt.Sprintf("Image %s ready", name))
+	report.step(fmt.Sprintf("Image %s ready", name))
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/cairn-sandbox/cairn/api"
 )
 
 // prepareRoot adds what every cairn image needs whatever its origin: the
@@ -24,7 +26,7 @@ func prepareRoot(dir string) error {
 }
 
 // buildBusybox makes a minimal tree: the static busybox and a link per applet.
-func buildBusybox(ctx context.Context, dir string, progress Progress) error {
+func buildBusybox(ctx context.Context, dir string, report Reporter) error {
 	src, err := exec.LookPath("busybox")
 	if err != nil {
 		return fmt.Errorf("busybox not found (install Debian's busybox-static): %w", err)
@@ -61,7 +63,8 @@ func buildBusybox(ctx context.Context, dir string, progress Progress) error {
 		}
 		n++
 	}
-	progress(fmt.Sprintf("Linked %d busybox applets", n))
+	report(api.Progress{Phase: api.PhaseImage, Done: int64(n), Total: int64(n), Unit: api.UnitFiles},
+		fmt.Sprintf("Linked %d busybox applets", n))
 	files := map[string]string{
 		"etc/passwd":      "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
 		"etc/group":       "root:x:0:\nnogroup:x:65534:\n",
@@ -79,8 +82,8 @@ func buildBusybox(ctx context.Context, dir string, progress Progress) error {
 
 // debianBuilder returns a builder that debootstraps Debian 12 (minbase).
 // Downloaded packages are kept in cacheDir so a rebuild does not fetch again.
-func debianBuilder(cacheDir string) func(ctx context.Context, dir string, progress Progress) error {
-	return func(ctx context.Context, dir string, progress Progress) error {
+func debianBuilder(cacheDir string) func(ctx context.Context, dir string, report Reporter) error {
+	return func(ctx context.Context, dir string, report Reporter) error {
 		if _, err := exec.LookPath("debootstrap"); err != nil {
 			return fmt.Errorf("debootstrap not found (install Debian's debootstrap): %w", err)
 		}
@@ -91,7 +94,7 @@ func debianBuilder(cacheDir string) func(ctx context.Context, dir string, progre
 		cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase",
 			"--include=procps,curl,sqlite3,ca-certificates",
 			"--cache-dir="+debs, "bookworm", dir, "http://deb.debian.org/debian")
-		if err := runWithProgress(cmd, progress); err != nil {
+		if err := runWithProgress(cmd, report.step); err != nil {
 			return fmt.Errorf("debootstrap: %w", err)
 		}
 		// runsc sets the live hostname per sandbox; this is the fallback.
@@ -101,7 +104,7 @@ func debianBuilder(cacheDir string) func(ctx context.Context, dir string, progre
 
 // runWithProgress runs cmd and passes each output line to progress; the last
 // lines are kept for the error.
-func runWithProgress(cmd *exec.Cmd, progress Progress) error {
+func runWithProgress(cmd *exec.Cmd, progress func(line string)) error {
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
 	cmd.Stderr = pw

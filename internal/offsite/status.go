@@ -131,10 +131,58 @@ func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir strin
 	return nil
 }
 
+// RestoreWithProgress is Restore reporting, about once a second and at
+// the end, the bytes written of those to write (phase fetch) with a line
+// for people.
+func (s *Service) RestoreWithProgress(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(p api.Progress, line string)) error {
+	var fn func(api.TransferProgress)
+	if progress != nil {
+		fn = func(t api.TransferProgress) {
+			progress(api.Progress{Phase: api.PhaseFetch, Done: t.BytesDone, Total: t.BytesTotal, Unit: api.UnitBytes, Rate: t.BytesPerSec},
+				fmt.Sprintf("Fetched %s of %s (%s/s)", formatBytes(t.BytesDone), formatBytes(t.BytesTotal), formatBytes(int64(t.BytesPerSec))))
+		}
+	}
+	return s.Restore(ctx, ck, dir, fn)
+}
+
+// formatBytes renders n in binary units for progress lines: "512 B",
+// "42.0 MiB".
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
 // Verify reads back and authenticates everything in the named location,
 // or in both when location is "", and unless noRepair copies what is
 // missing or damaged from the other. progress gets a line per step.
 func (s *Service) Verify(ctx context.Context, location string, noRepair bool, progress func(string, ...any)) ([]api.LocationReport, error) {
+	return s.verify(ctx, location, noRepair, func(_ api.Progress, line string, summary bool) {
+		if !summary {
+			progress("%s", line)
+		}
+	})
+}
+
+// VerifyWithProgress is Verify reporting, at each step, a line for people
+// and the state of every location verified (phase verify, or repair while
+// one is repaired; objects checked, per location in Locations). Besides
+// the lines Verify gives, it reports what each location's verify and
+// repair found.
+func (s *Service) VerifyWithProgress(ctx context.Context, location string, noRepair bool, progress func(p api.Progress, line string)) ([]api.LocationReport, error) {
+	return s.verify(ctx, location, noRepair, func(p api.Progress, line string, _ bool) { progress(p, line) })
+}
+
+// verify is Verify and VerifyWithProgress; progress is told which lines
+// are summaries, which Verify does not give.
+func (s *Service) verify(ctx context.Context, location string, noRepair bool, progress func(p api.Progress, line string, summary bool)) ([]api.LocationReport, error) {
 	names := s.Locations()
 	if location != "" {
 		if !slices.Contains(names, location) {
@@ -149,20 +197,41 @@ func (s *Service) Verify(ctx context.Context, location string, noRepair bool, pr
 	if err := r.Reload(ctx); err != nil {
 		return nil, errdefs.New(api.CodeOffsiteUnavailable, "read the off-site repository: %v", err)
 	}
+	locs := make([]api.LocationProgress, len(names))
+	for i, name := range names {
+		locs[i] = api.LocationProgress{Name: name, State: api.LocationPending}
+	}
+	var objects int64 // checked in the locations done
+	report := func(phase, line string, summary bool) {
+		progress(api.Progress{Phase: phase, Done: objects, Unit: api.UnitObjects, Locations: slices.Clone(locs)}, line, summary)
+	}
 	var out []api.LocationReport
-	for _, name := range names {
-		progress("Verifying location %s", name)
+	for i, name := range names {
+		loc := &locs[i]
+		loc.State = api.LocationRunning
+		report(api.PhaseVerify, fmt.Sprintf("Verifying location %s", name), false)
 		lr := api.LocationReport{Name: name}
 		rep, err := r.Verify(ctx, name)
 		if err != nil {
 			lr.Error = err.Error()
 			out = append(out, lr)
+			loc.State, loc.Error = api.LocationUnavailable, lr.Error
+			report(api.PhaseVerify, fmt.Sprintf("Location %s could not be verified: %v", name, err), true)
 			continue
 		}
 		lr.Objects, lr.Bytes, lr.Problems = rep.Objects, rep.Bytes, rep.Problems
 		lr.OK = rep.OK()
+		loc.Done = int64(rep.Objects)
+		objects += loc.Done
+		if rep.OK() {
+			loc.State = api.LocationDone
+		} else {
+			loc.State, loc.Error = api.LocationFailed, fmt.Sprintf("%d problems", len(rep.Problems))
+		}
+		report(api.PhaseVerify, fmt.Sprintf("Location %s: %d objects, %d problems", name, rep.Objects, len(rep.Problems)), true)
 		if !rep.OK() && !noRepair {
-			progress("Repairing location %s from the other (%d problems)", name, len(rep.Problems))
+			loc.State = api.LocationRunning
+			report(api.PhaseRepair, fmt.Sprintf("Repairing location %s from the other (%d problems)", name, len(rep.Problems)), false)
 			fixed, err := r.Repair(ctx, name)
 			if fixed != nil {
 				lr.Repaired = fixed.Repaired
@@ -170,13 +239,16 @@ func (s *Service) Verify(ctx context.Context, location string, noRepair bool, pr
 			s.refreshHolders(r)
 			if err != nil {
 				lr.Error = "repair: " + err.Error()
+				loc.State, loc.Error = api.LocationFailed, lr.Error
 			} else {
 				lr.OK = true
+				loc.State, loc.Error = api.LocationDone, ""
 				s.mu.Lock()
 				delete(s.locErr, name)
 				delete(s.locRetry, name)
 				s.mu.Unlock()
 			}
+			report(api.PhaseRepair, fmt.Sprintf("Location %s: %d objects repaired", name, len(lr.Repaired)), true)
 		}
 		out = append(out, lr)
 	}

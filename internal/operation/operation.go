@@ -2,6 +2,11 @@
 // building an image) in the background and keeps its events so that a client
 // can wait for it or stream its progress as NDJSON, from the start, however
 // late it asks.
+//
+// Events carry text for people and, when recorded with Step, Report, Notef
+// or Record, an api.Progress for programs (the phase, counts, per-location
+// state). Reports of one phase in a row replace each other in the list, so
+// an operation's events stay few however often it reports.
 package operation
 
 import (
@@ -9,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -45,10 +51,18 @@ type Op struct {
 
 	mu      sync.Mutex
 	info    api.Operation
-	events  []api.Event
-	changed chan struct{} // closed and replaced at each new event
+	events  []entry
+	rev     uint64        // counts the writes to events
+	changed chan struct{} // closed and replaced at each write to events
 	result  any
 	err     error
+}
+
+// entry is a recorded event.
+type entry struct {
+	ev     api.Event
+	rev    uint64 // op.rev when the entry was written (or last replaced)
+	report bool   // written by Report: the next Report of its phase replaces it
 }
 
 // Start runs fn in the background as a new operation.
@@ -123,21 +137,61 @@ func (op *Op) Info() api.Operation {
 	return op.info
 }
 
-// Progress records a progress event.
+// Progress records a progress event of text only (no Progress field: an
+// unstructured event, as before phases existed).
 func (op *Op) Progress(format string, args ...any) {
-	op.emit(api.EventProgress, fmt.Sprintf(format, args...))
+	op.emit(api.EventProgress, fmt.Sprintf(format, args...), nil, false)
 }
 
-// Infof records an info event.
+// Infof records an info event of text only, like Progress.
 func (op *Op) Infof(format string, args ...any) {
-	op.emit(api.EventInfo, fmt.Sprintf(format, args...))
+	op.emit(api.EventInfo, fmt.Sprintf(format, args...), nil, false)
 }
 
-func (op *Op) emit(typ string, data any) {
+// Step records a progress event saying that phase (an api.Phase constant)
+// begins, with text for people.
+func (op *Op) Step(phase, format string, args ...any) {
+	op.emit(api.EventProgress, fmt.Sprintf(format, args...), &api.Progress{Phase: phase}, false)
+}
+
+// Notef records an info event about phase: something people should know
+// (a fallback taken, how to undo) that is not a step.
+func (op *Op) Notef(phase, format string, args ...any) {
+	op.emit(api.EventInfo, fmt.Sprintf(format, args...), &api.Progress{Phase: phase}, false)
+}
+
+// Report records how far phase p.Phase is, with text for people. It is
+// cheap to call often: a Report that follows a Report of the same phase
+// replaces it in the event list, so an operation keeps one event per run
+// of reports whatever their number. Followers are woken by each and see
+// the last one of a run, however late they follow.
+func (op *Op) Report(p api.Progress, format string, args ...any) {
+	p.Locations = slices.Clone(p.Locations) // the caller may reuse its slice
+	op.emit(api.EventProgress, fmt.Sprintf(format, args...), &p, true)
+}
+
+// Record records p with text: a Report when p carries counts, else a
+// Step. It fits the progress callbacks of image.Catalog.EnsureWithProgress
+// and offsite.Service's VerifyWithProgress and RestoreWithProgress.
+func (op *Op) Record(p api.Progress, text string) {
+	if p.Counted() {
+		op.Report(p, "%s", text)
+	} else {
+		op.Step(p.Phase, "%s", text)
+	}
+}
+
+func (op *Op) emit(typ string, data any, p *api.Progress, report bool) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	now := op.now().UTC()
-	op.events = append(op.events, api.Event{Type: typ, Data: data, Time: now})
+	op.rev++
+	e := entry{ev: api.Event{Type: typ, Data: data, Time: now, Progress: p}, rev: op.rev, report: report}
+	if n := len(op.events); report && n > 0 && op.events[n-1].report && op.events[n-1].ev.Progress.Phase == p.Phase {
+		op.events[n-1] = e
+	} else {
+		op.events = append(op.events, e)
+	}
 	op.info.UpdatedAt = now
 	close(op.changed)
 	op.changed = make(chan struct{})
@@ -154,9 +208,9 @@ func (op *Op) finish(res any, err error) {
 	}
 	op.mu.Unlock()
 	if err != nil {
-		op.emit(api.EventError, op.Info().Error)
+		op.emit(api.EventError, op.Info().Error, nil, false)
 	} else {
-		op.emit(api.EventComplete, res)
+		op.emit(api.EventComplete, res, nil, false)
 	}
 	close(op.done)
 }
@@ -174,20 +228,28 @@ func (op *Op) Wait(ctx context.Context) (any, error) {
 }
 
 // Follow calls fn for every event from the first, in order, waiting for new
-// ones until the operation ends (after its final event) or ctx ends.
+// ones until the operation ends (after its final event) or ctx ends. When
+// the last event it gave was replaced since (a Report superseded by the
+// next of its phase), fn gets the replacement too, before what follows it:
+// a follower always sees the final counts of a phase.
 func (op *Op) Follow(ctx context.Context, fn func(api.Event) error) error {
-	next := 0
+	next := 0       // index of the next event to give
+	var seen uint64 // rev of events[next-1] when it was given
 	for {
 		op.mu.Lock()
-		pending := op.events[next:]
+		from := next
+		if next > 0 && op.events[next-1].rev != seen {
+			from = next - 1
+		}
+		pending := slices.Clone(op.events[from:]) // the last may be replaced meanwhile
 		changed := op.changed
 		op.mu.Unlock()
-		for _, ev := range pending {
-			if err := fn(ev); err != nil {
+		for i, e := range pending {
+			if err := fn(e.ev); err != nil {
 				return err
 			}
-			next++
-			if ev.Type == api.EventComplete || ev.Type == api.EventError {
+			next, seen = from+i+1, e.rev
+			if e.ev.Type == api.EventComplete || e.ev.Type == api.EventError {
 				return nil
 			}
 		}
