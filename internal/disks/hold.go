@@ -136,7 +136,7 @@ func (h *Held) Materialize(ctx context.Context, pool *volume.Pool, dst string) e
 
 // Remote brings a checkpoint's disk back from off-site into a directory.
 type Remote interface {
-	Restore(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(api.TransferProgress)) error
+	RestoreWithProgress(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(api.Progress, string)) error
 }
 
 // Source is where a sandbox root is materialized from.
@@ -174,11 +174,11 @@ func (d *Disks) SourceFor(ctx context.Context, ck metadata.Checkpoint, fromOffsi
 
 // Fetch makes dst, a new subvolume, checkpoint ck's disk read back from
 // off-site. On failure dst is removed.
-func (d *Disks) Fetch(ctx context.Context, ck metadata.Checkpoint, dst string, remote Remote, progress func(api.TransferProgress)) error {
+func (d *Disks) Fetch(ctx context.Context, ck metadata.Checkpoint, dst string, remote Remote, progress func(api.Progress, string)) error {
 	if err := d.cfg.Pool.Create(ctx, dst); err != nil {
 		return err
 	}
-	if err := remote.Restore(ctx, ck, dst, progress); err != nil {
+	if err := remote.RestoreWithProgress(ctx, ck, dst, progress); err != nil {
 		logErr("delete a partly fetched disk", d.cfg.Pool.Delete(context.WithoutCancel(ctx), dst), "checkpoint", ck.ID)
 		return err
 	}
@@ -191,7 +191,7 @@ func (d *Disks) Fetch(ctx context.Context, ck metadata.Checkpoint, dst string, r
 // holds the disk for purpose and returns it, with its memory image, for
 // the caller to release once the sandbox runs; for FromOffsite the
 // returned Held is nil.
-func (d *Disks) Materialize(ctx context.Context, ck metadata.Checkpoint, dst string, src Source, remote Remote, progress func(api.TransferProgress)) (*Held, error) {
+func (d *Disks) Materialize(ctx context.Context, ck metadata.Checkpoint, dst string, src Source, remote Remote, progress func(api.Progress, string)) (*Held, error) {
 	if src == FromOffsite {
 		return nil, d.Fetch(ctx, ck, dst, remote, progress)
 	}

@@ -10,10 +10,10 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/checkpoint"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
-	"github.com/cairn-sandbox/cairn/internal/disks"
 )
 
 // checkpointOpts describes a checkpoint to take.
@@ -44,7 +44,7 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 		}
 	}
 	return m.cfg.Ops.Start("checkpoint.create", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
-		op.Progress("Creating checkpoint of %s…", name)
+		op.Step(api.PhaseCheckpoint, "Creating checkpoint of %s…", name)
 		l, err := m.queue(ctx, sb, purposeCheckpoint)
 		if err != nil {
 			return nil, err
@@ -62,7 +62,7 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 		if err != nil {
 			return nil, err
 		}
-		op.Progress("Checkpoint %s created", ck.Seq)
+		op.Step(api.PhaseDone, "Checkpoint %s created", ck.Seq)
 		// Sizes are left out of this answer: measuring them commits the
 		// pool, which would slow every checkpoint down. `checkpoint info`
 		// has them.
@@ -82,7 +82,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 		Sandbox: sb, Running: inst != nil,
 		Trigger: opts.Trigger, Comment: opts.Comment, Label: opts.Label, Name: opts.Name,
 		Memory: opts.Memory, StopAfter: opts.StopAfter,
-		Progress: func(phase, msg string) { op.Progress("%s", msg) },
+		Progress: func(phase, msg string) { op.Step(phase, "%s", msg) },
 	}
 	if inst != nil {
 		req.Agent, req.Container = inst.agent, inst.container
@@ -111,11 +111,11 @@ func (m *Manager) autoCheckpoint(ctx context.Context, sb metadata.Sandbox, trigg
 	ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: trigger}, op)
 	m.noteAuto(sb.ID, trigger, err)
 	if err != nil {
-		op.Infof("Automatic checkpoint (%s) skipped: %v", trigger, err)
+		op.Notef(api.PhaseCheckpoint, "Automatic checkpoint (%s) skipped: %v", trigger, err)
 		slog.Warn("automatic checkpoint skipped", "sandbox", sb.Name, "trigger", trigger, "err", err)
 		return err
 	}
-	op.Progress("Automatic checkpoint %s taken (%s)", ck.Seq, trigger)
+	op.Step(api.PhaseCheckpoint, "Automatic checkpoint %s taken (%s)", ck.Seq, trigger)
 	return nil
 }
 

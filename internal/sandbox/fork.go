@@ -94,7 +94,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			}
 			cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
 			if err == nil {
-				op.Progress("Checkpointing %s to fork it", name)
+				op.Step(api.PhaseCheckpoint, "Checkpointing %s to fork it", name)
 				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
 			}
 			m.release(l)
@@ -149,7 +149,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 			}
 			out = append(out, sb)
 		}
-		op.Progress("Forked %s into %d sandboxes from %s", name, len(out), from.Seq)
+		op.Step(api.PhaseDone, "Forked %s into %d sandboxes from %s", name, len(out), from.Seq)
 		return out, nil
 	}), nil
 }

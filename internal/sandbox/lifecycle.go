@@ -60,8 +60,8 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
-		op.Progress("Preparing image %s", sb.Image)
-		imgPath, err := m.cfg.Images.Ensure(ctx, sb.Image, func(line string) { op.Progress("%s", line) })
+		op.Step(api.PhaseImage, "Preparing image %s", sb.Image)
+		imgPath, err := m.cfg.Images.EnsureWithProgress(ctx, sb.Image, op.Record)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +99,7 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		}
 	}
 
-	op.Progress("Starting sandbox %s", sb.Name)
+	op.Step(api.PhaseStart, "Starting sandbox %s", sb.Name)
 	if err := m.startContainer(ctx, sb, memImage); err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		return err
 	}
 	undo.Success()
-	op.Progress("Sandbox %s running", sb.Name)
+	op.Step(api.PhaseStart, "Sandbox %s running", sb.Name)
 	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image, "from_checkpoint", sb.SourceCheckpoint)
 	return nil
 }
@@ -133,7 +133,7 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 	return m.lifecycleOp("sandbox.start", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		mem := ""
 		if sb.ResumeCheckpoint != "" {
-			op.Progress("Resuming sandbox %s from its saved session", name)
+			op.Step(api.PhaseResume, "Resuming sandbox %s from its saved session", name)
 			held, err := m.savedSession(ctx, sb)
 			if err != nil {
 				return nil, err
@@ -141,7 +141,7 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 			defer held.Release()
 			mem = held.Memory
 		} else {
-			op.Progress("Starting sandbox %s", name)
+			op.Step(api.PhaseStart, "Starting sandbox %s", name)
 		}
 		if err := m.startContainer(ctx, sb, mem); err != nil {
 			return nil, err
@@ -171,7 +171,7 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 	}
 	return m.lifecycleOp("sandbox.stop", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		if req.Snapshot {
-			op.Progress("Saving the session of %s", name)
+			op.Step(api.PhaseCheckpoint, "Saving the session of %s", name)
 			ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerStop, Memory: true, StopAfter: true, Comment: "saved session"}, op)
 			if err != nil {
 				return nil, err // the sandbox runs on, unchanged
@@ -186,7 +186,7 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 				return nil, err
 			}
 		} else {
-			op.Progress("Stopping sandbox %s", name)
+			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {
 				return nil, err
 			}
@@ -211,7 +211,7 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 	return m.lifecycleOp("sandbox.restart", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		m.autoCheckpoint(ctx, sb, api.TriggerRestart, op)
 		if sb.State == metadata.SandboxRunning {
-			op.Progress("Stopping sandbox %s", name)
+			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {
 				return nil, err
 			}
@@ -219,7 +219,7 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 				return nil, err
 			}
 		}
-		op.Progress("Starting sandbox %s", name)
+		op.Step(api.PhaseStart, "Starting sandbox %s", name)
 		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
 		if err := m.startContainer(ctx, sb, ""); err != nil {
 			return nil, err
@@ -245,7 +245,7 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 			return nil, fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
 		}
 		if sb.State == metadata.SandboxRunning {
-			op.Progress("Stopping sandbox %s", name)
+			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
 			if err := m.stopContainer(ctx, sb); err != nil {
 				return nil, err
 			}
@@ -255,7 +255,7 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 		if err := m.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
 			return nil, err
 		}
-		op.Progress("Removing files of sandbox %s", name)
+		op.Step(api.PhaseDelete, "Removing files of sandbox %s", name)
 		if err := m.removeFiles(ctx, sb.ID); err != nil {
 			return nil, err
 		}

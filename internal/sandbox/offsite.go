@@ -2,13 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
-	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
@@ -71,25 +70,9 @@ func (m *Manager) sourceFor(ctx context.Context, ck metadata.Checkpoint, fromOff
 }
 
 // fetchProgress reports an off-site fetch on op.
-func fetchProgress(op *operation.Op, ck metadata.Checkpoint) func(api.TransferProgress) {
-	op.Progress("Fetching checkpoint %s/%s from off-site", ck.SandboxName, ck.Seq)
-	return func(p api.TransferProgress) {
-		op.Progress("Fetched %s of %s (%s/s)", formatBytes(p.BytesDone), formatBytes(p.BytesTotal), formatBytes(int64(p.BytesPerSec)))
-	}
-}
-
-// formatBytes renders n in binary units for progress lines.
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+func fetchProgress(op *operation.Op, ck metadata.Checkpoint) func(api.Progress, string) {
+	op.Step(api.PhaseFetch, "Fetching checkpoint %s/%s from off-site", ck.SandboxName, ck.Seq)
+	return op.Record
 }
 
 // Verify checks the account's checkpoints: locally, that every checkpoint's
@@ -110,14 +93,13 @@ func (m *Manager) Verify(ctx context.Context, account string, req api.VerifyRequ
 	return m.cfg.Ops.Start("verify", "account/"+acct.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		rep := &api.VerifyReport{}
 		if req.Offsite {
-			locs, err := m.cfg.Offsite.Verify(ctx, req.Location, req.NoRepair, op.Progress)
+			locs, err := m.cfg.Offsite.VerifyWithProgress(ctx, req.Location, req.NoRepair, op.Record)
 			if err != nil {
 				return nil, err
 			}
 			rep.Locations, rep.OK = locs, true
 			for _, l := range locs {
 				rep.OK = rep.OK && l.OK && l.Error == ""
-				op.Progress("Location %s: %d objects, %s, %d problems, %d repaired", l.Name, l.Objects, formatBytes(l.Bytes), len(l.Problems), len(l.Repaired))
 			}
 			return rep, nil
 		}
@@ -135,7 +117,7 @@ func (m *Manager) verifyLocal(ctx context.Context, acct metadata.Account, op *op
 	if err != nil {
 		return err
 	}
-	op.Progress("Verifying %d local checkpoints", len(cks))
+	op.Step(api.PhaseVerify, "Verifying %d local checkpoints", len(cks))
 	rep.Checkpoints = len(cks)
 	rep.Problems = append(rep.Problems, m.cfg.Disks.VerifyLocal(ctx, cks)...)
 	rep.OK = len(rep.Problems) == 0

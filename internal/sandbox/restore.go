@@ -79,7 +79,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 	}
 	return m.lifecycleOp("sandbox.restore", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		if grace > 0 {
-			op.Progress("Restoring in %s: the caller inside the sandbox gets its answer first", grace)
+			op.Step(api.PhaseWait, "Restoring in %s: the caller inside the sandbox gets its answer first", grace)
 			select {
 			case <-time.After(grace):
 			case <-ctx.Done():
@@ -87,12 +87,12 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 			}
 		}
 		if src == disks.FromOffsite && ck.HasMemory && !req.DiskOnly {
-			op.Infof("Memory images are not kept off-site: the sandbox boots from the restored disk")
+			op.Notef(api.PhaseFetch, "Memory images are not kept off-site: the sandbox boots from the restored disk")
 		}
 		if err := m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly); err != nil {
 			return nil, err
 		}
-		op.Progress("Sandbox %s restored to %s", name, ck.Seq)
+		op.Step(api.PhaseDone, "Sandbox %s restored to %s", name, ck.Seq)
 		return m.Get(ctx, account, name)
 	}), nil
 }
@@ -110,7 +110,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	// The new root first, while the sandbox runs on: from the local copy
 	// a snapshot (its lease keeps the disk and memory image until the
 	// sandbox runs again), from off-site a full read.
-	var progress func(api.TransferProgress)
+	var progress func(api.Progress, string)
 	if src == disks.FromOffsite {
 		progress = fetchProgress(op, ck)
 	}
@@ -130,7 +130,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	}
 
 	if safety {
-		op.Progress("Taking a safety checkpoint of the current state")
+		op.Step(api.PhaseSafety, "Taking a safety checkpoint of the current state")
 		// With memory when the sandbox runs, so the undo brings back its
 		// processes too.
 		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq, Memory: m.isLive(sb.ID)}, op)
@@ -139,11 +139,11 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 			// Never throw away the current state without its checkpoint.
 			return fmt.Errorf("safety checkpoint (nothing was restored; --no-safety-checkpoint skips it): %w", err)
 		}
-		op.Infof("Safety checkpoint %s taken: `cairn restore %s %s` undoes this restore", safe.Seq, sb.Name, safe.Seq)
+		op.Notef(api.PhaseSafety, "Safety checkpoint %s taken: `cairn restore %s %s` undoes this restore", safe.Seq, sb.Name, safe.Seq)
 	}
 	running := sb.State == metadata.SandboxRunning
 	if running {
-		op.Progress("Stopping sandbox %s", sb.Name)
+		op.Step(api.PhaseStop, "Stopping sandbox %s", sb.Name)
 		if err := m.retireContainer(ctx, sb); err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		})
 	}
 
-	op.Progress("Swapping in checkpoint %s", ck.Seq)
+	op.Step(api.PhaseSwap, "Swapping in checkpoint %s", ck.Seq)
 	// One atomic exchange: a crash leaves either the old root or the new
 	// one in place; whichever is left in staging is swept at the next start.
 	if err := m.cfg.Pool.Exchange(staging, root); err != nil {
@@ -170,10 +170,10 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	case mem != "":
 		// The processes of the checkpoint resume, whether the sandbox ran
 		// before or not: that is what restoring a memory checkpoint means.
-		op.Progress("Resuming the processes of %s", ck.Seq)
+		op.Step(api.PhaseResume, "Resuming the processes of %s", ck.Seq)
 		if err := m.startContainer(ctx, sb, mem); err != nil {
 			// The disk is restored; do not leave the sandbox down.
-			op.Infof("Resuming from memory failed (%v); starting from the restored disk instead", err)
+			op.Notef(api.PhaseResume, "Resuming from memory failed (%v); starting from the restored disk instead", err)
 			if serr := m.startContainer(ctx, sb, ""); serr != nil {
 				logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
 				return serr
@@ -185,7 +185,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 			logErr("mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
 		}
 	case running:
-		op.Progress("Starting sandbox %s", sb.Name)
+		op.Step(api.PhaseStart, "Starting sandbox %s", sb.Name)
 		if err := m.startContainer(ctx, sb, ""); err != nil {
 			logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
 			return err
@@ -237,11 +237,11 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	sb := m.childOf(acct, ck, newName, "")
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
-		op.Progress("Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
-		var progress func(api.TransferProgress)
+		op.Step(api.PhaseCreate, "Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
+		var progress func(api.Progress, string)
 		if src == disks.FromOffsite {
 			if memWanted {
-				op.Infof("Memory images are not kept off-site: %s boots from the restored disk", newName)
+				op.Notef(api.PhaseFetch, "Memory images are not kept off-site: %s boots from the restored disk", newName)
 			}
 			progress = fetchProgress(op, ck)
 		}
