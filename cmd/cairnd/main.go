@@ -12,11 +12,17 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 )
 
 func main() {
+	// `cairnd browse-server …` is the process that serves the sandboxes'
+	// /.cairn/checkpoints (started by cairnd itself; see docs/browse.md).
+	if len(os.Args) > 1 && os.Args[1] == browse.ServerCommand {
+		os.Exit(browse.Main(os.Args[2:]))
+	}
 	var cfg daemon.Config
 	var poolSize, logLevel, diskLimit, configFile string
 	flag.StringVar(&configFile, "config", "", "JSON config file with the account's off-site locations (default: two directories under the data dir; see docs/offsite.md)")

@@ -39,7 +39,7 @@ var (
 
 // Ensure makes sure a browse server serves c.Mountpoint. If the mount there
 // is live (answers a stat), it does nothing. If it is dead (the server
-// died: ENOTCONN), it detaches that mount (only a mount of the view's own
+// died: ENOTCONN or ECONNABORTED), it detaches that mount (only a mount of the view's own
 // FUSE type at exactly c.Mountpoint, never anything else). Then it starts
 // `c.Binary browse-server` in a session of its own, logging to c.Log, so
 // that it outlives cairnd, and waits until the view is mounted.
@@ -98,7 +98,7 @@ func probe(ctx context.Context, mp string) (bool, error) {
 				return false, fmt.Errorf("browse: %w", err)
 			}
 			return false, nil
-		case errors.Is(err, unix.ENOTCONN) && mounted && m.fsType == "fuse."+fsType:
+		case dead(err) && mounted && m.fsType == "fuse."+fsType:
 			if detached >= 8 {
 				return false, fmt.Errorf("browse: %s: still a dead mount after detaching %d", mp, detached)
 			}
@@ -109,6 +109,13 @@ func probe(ctx context.Context, mp string) (bool, error) {
 			return false, fmt.Errorf("browse: %s (mounted: %v, type %q): %w", mp, mounted, m.fsType, err)
 		}
 	}
+}
+
+// dead reports whether err is what a FUSE mount whose server is gone
+// answers: ENOTCONN, or ECONNABORTED for a request the kernel had under
+// way when the server died.
+func dead(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
 }
 
 // statWithin stats path, giving up after d: a stat of a FUSE mount whose

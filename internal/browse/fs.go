@@ -144,16 +144,13 @@ func (r *rootNode) list() ([]fuse.DirEntry, syscall.Errno) {
 // liveList is a listing of one of the view's own directories that is made
 // again when it is rewound: gVisor reads a directory again through the
 // descriptor it keeps open, by seeking it back to 0, and would otherwise
-// be served the entries of its first reading for good.
-//
-// go-fuse calls Seekdir only when the offset asked for is not where the
-// last reading ended; after an empty listing both are 0, so a listing read
-// to its end with nothing in it is made again at the next reading too.
+// be served the entries of its first reading for good. go-fuse calls
+// Seekdir only when the offset asked for is not where the last reading
+// ended; "." and ".." come first, so that is never 0 after a reading.
 type liveList struct {
 	list    func() ([]fuse.DirEntry, syscall.Errno)
 	entries []fuse.DirEntry
 	idx     int
-	ended   bool // an empty listing was read to its end
 }
 
 var _ fs.FileSeekdirer = (*liveList)(nil)
@@ -166,15 +163,7 @@ func newLiveList(list func() ([]fuse.DirEntry, syscall.Errno)) (fs.DirStream, sy
 	return l, 0
 }
 
-func (l *liveList) HasNext() bool {
-	if l.ended && l.idx == 0 {
-		if entries, errno := l.list(); errno == 0 {
-			l.entries = entries
-		}
-	}
-	l.ended = len(l.entries) == 0
-	return l.idx < len(l.entries)
-}
+func (l *liveList) HasNext() bool { return l.idx < len(l.entries) }
 
 func (l *liveList) Next() (fuse.DirEntry, syscall.Errno) {
 	e := l.entries[l.idx]
@@ -191,7 +180,7 @@ func (l *liveList) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 		if errno != 0 {
 			return errno
 		}
-		l.entries = entries
+		l.entries = append([]fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}, entries...)
 	}
 	if off > uint64(len(l.entries)) {
 		return syscall.EINVAL
