@@ -85,6 +85,14 @@ func TestEnsureStartsReusesAndReplaces(t *testing.T) {
 	if n := countMounts(t, f.mnt); n != 1 {
 		t.Fatalf("%d mounts at %s, want 1", n, f.mnt)
 	}
+	other := c
+	other.Pool = filepath.Join(f.dir, "other-pool")
+	if err := Ensure(ctx, other); err == nil || !strings.Contains(err.Error(), "other-pool") {
+		t.Fatalf("Ensure for another pool over a live view: %v", err)
+	}
+	if again := livePid(t, f.mnt); again != first {
+		t.Fatalf("Ensure for another pool replaced server %d with %d", first, again)
+	}
 
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
