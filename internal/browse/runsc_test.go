@@ -127,7 +127,7 @@ func TestRunscSandboxSeesTheView(t *testing.T) {
 	// The sandbox's directory exists once its table does: before start,
 	// with no checkpoint yet.
 	publish(t, f.tables, "sb")
-	c := startContainer(t, f.dir, "browse-a", filepath.Join(f.mnt, "sb"))
+	c := startContainer(t, f.dir, "browse-a", SandboxDir(f.mnt, "sb"))
 
 	c.must("ls /.cairn/checkpoints", "")
 	publish(t, f.tables, "sb", Entry{Name: "v1", Path: ck1})
@@ -180,7 +180,7 @@ func TestRunscSandboxSeesTheView(t *testing.T) {
 	if err := Ensure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	d := startContainer(t, filepath.Join(f.dir), "browse-b", filepath.Join(f.mnt, "sb"))
+	d := startContainer(t, f.dir, "browse-b", SandboxDir(f.mnt, "sb"))
 	d.must("cat /.cairn/checkpoints/v1/hello", "one")
 	if out, err := c.sh("ls /.cairn/checkpoints"); err == nil {
 		t.Logf("the sandbox started before the new server now lists %q (the limit is gone?)", out)

@@ -73,6 +73,13 @@ func Validate(entries []Entry) error {
 	return nil
 }
 
+// SandboxDir is the directory of the view mounted at mountpoint that
+// sandbox sandboxID binds read-only at /.cairn/checkpoints. It exists once
+// the sandbox's table is published.
+func SandboxDir(mountpoint, sandboxID string) string {
+	return filepath.Join(mountpoint, sandboxID)
+}
+
 // tablePath is the table file of sandboxID in the tables directory.
 func tablePath(tables, sandboxID string) string {
 	return filepath.Join(tables, sandboxID+".json")
