@@ -293,13 +293,19 @@ func (s *sandboxNode) load() []*entry {
 		return nil
 	}
 	data, st, ok, err := readTable(s.fsys.tables, s.id)
-	if err != nil {
-		// An unreadable table: keep what was served rather than flap.
+	if err != nil && !errors.Is(err, errBadTable) {
+		// A table that cannot be read now: keep what was served
+		// rather than flap.
 		s.fsys.log.Warn("browse: reading a table", "sandbox", s.id, "err", err)
 		return s.entries
 	}
 	s.readAt = time.Now()
 	s.st = st
+	if err != nil {
+		s.fsys.log.Warn("browse: table not served", "sandbox", s.id, "err", err)
+		s.replace(nil, true, nil)
+		return nil
+	}
 	if !ok {
 		s.replace(nil, false, nil)
 		return nil

@@ -327,6 +327,15 @@ func TestNeverOutsideThePool(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(sb, "good", "ok")); err != nil || !bytes.Equal(got, []byte("ok")) {
 		t.Fatalf("the good entry reads %q %v", got, err)
 	}
+
+	// A table too large to be one serves nothing.
+	huge := `[{"name":"good","path":"` + good + `"}` + strings.Repeat(" ", maxTable) + `]`
+	if err := os.WriteFile(filepath.Join(f.tables, "sb.json"), []byte(huge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, sb); len(got) != 0 {
+		t.Fatalf("a %d-byte table lists %v", len(huge), got)
+	}
 }
 
 func openDir(t testing.TB, dir string) *os.File {
