@@ -18,8 +18,8 @@ import (
 )
 
 func main() {
-	// The browse server (/.cairn/checkpoints of every sandbox) is this
-	// binary too, started by cairnd as a process of its own.
+	// `cairnd browse-server …` is the process that serves the sandboxes'
+	// /.cairn/checkpoints (started by cairnd itself; see docs/browse.md).
 	if len(os.Args) > 1 && os.Args[1] == browse.ServerCommand {
 		os.Exit(browse.Main(os.Args[2:]))
 	}

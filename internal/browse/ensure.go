@@ -39,7 +39,7 @@ var (
 
 // Ensure makes sure a browse server serves c.Mountpoint. If the mount there
 // is live (answers a stat), it does nothing. If it is dead (the server
-// died: ENOTCONN), it detaches that mount (only a mount of the view's own
+// died: ENOTCONN or ECONNABORTED), it detaches that mount (only a mount of the view's own
 // FUSE type at exactly c.Mountpoint, never anything else). Then it starts
 // `c.Binary browse-server` in a session of its own, logging to c.Log, so
 // that it outlives cairnd, and waits until the view is mounted.
@@ -63,7 +63,7 @@ func Ensure(ctx context.Context, c Config) error {
 			return err
 		}
 		if live {
-			return nil
+			return sameConfig(c)
 		}
 		if attempt > 0 {
 			// Started, no error, yet not live: cannot happen unless
@@ -98,7 +98,7 @@ func probe(ctx context.Context, mp string) (bool, error) {
 				return false, fmt.Errorf("browse: %w", err)
 			}
 			return false, nil
-		case errors.Is(err, unix.ENOTCONN) && mounted && m.fsType == "fuse."+fsType:
+		case dead(err) && mounted && m.fsType == "fuse."+fsType:
 			if detached >= 8 {
 				return false, fmt.Errorf("browse: %s: still a dead mount after detaching %d", mp, detached)
 			}
@@ -109,6 +109,13 @@ func probe(ctx context.Context, mp string) (bool, error) {
 			return false, fmt.Errorf("browse: %s (mounted: %v, type %q): %w", mp, mounted, m.fsType, err)
 		}
 	}
+}
+
+// dead reports whether err is what a FUSE mount whose server is gone
+// answers: ENOTCONN, or ECONNABORTED for a request the kernel had under
+// way when the server died.
+func dead(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
 }
 
 // statWithin stats path, giving up after d: a stat of a FUSE mount whose
@@ -229,6 +236,21 @@ func Stop(mp string) error {
 	return nil
 }
 
+// sameConfig checks that the live server at c.Mountpoint serves c.Tables
+// and c.Pool: a view of another pool is not silently kept.
+func sameConfig(c Config) error {
+	pid := serverPid(c.Mountpoint)
+	args := serverArgs(pid)
+	if args == nil {
+		return fmt.Errorf("browse: the view at %s is live but its server (pid %d) cannot be found", c.Mountpoint, pid)
+	}
+	if args["--tables"] != c.Tables || args["--pool"] != c.Pool {
+		return fmt.Errorf("browse: the view at %s is served (pid %d) for tables %s and pool %s, not %s and %s; stop it first",
+			c.Mountpoint, pid, args["--tables"], args["--pool"], c.Tables, c.Pool)
+	}
+	return nil
+}
+
 // serverPid asks the view at mp for its server's pid; 0 if it cannot.
 func serverPid(mp string) int {
 	buf := make([]byte, 32)
@@ -246,29 +268,37 @@ func serverPid(mp string) int {
 // isServer reports whether pid is alive (not a zombie) and is the browse
 // server of mp, so that a pid reused meanwhile is never signalled.
 func isServer(pid int, mp string) bool {
+	args := serverArgs(pid)
+	return args != nil && args["--mountpoint"] == mp
+}
+
+// serverArgs returns the flags of process pid (flag → value) if it is a
+// live browse server as Ensure starts them, else nil.
+func serverArgs(pid int) map[string]string {
+	if pid <= 0 {
+		return nil
+	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil
 	}
 	// The state follows the command name in parentheses.
 	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-		return false
+		return nil
 	}
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
-		return false
+		return nil
 	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	hasCmd, hasMp := false, false
-	for i, a := range args {
-		if a == ServerCommand {
-			hasCmd = true
-		}
-		if a == "--mountpoint" && i+1 < len(args) && args[i+1] == mp {
-			hasMp = true
-		}
+	if len(args) < 2 || args[1] != ServerCommand {
+		return nil
 	}
-	return hasCmd && hasMp
+	flags := make(map[string]string)
+	for i := 2; i+1 < len(args); i += 2 {
+		flags[args[i]] = args[i+1]
+	}
+	return flags
 }
 
 // mountEntry is one line of /proc/self/mountinfo, the fields used here.

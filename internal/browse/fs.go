@@ -63,11 +63,16 @@ func (f *fileSystem) open(rel string, flags int) (int, error) {
 	return fd, err
 }
 
-// dirAttr fills a directory's attributes for the view's own directories.
-func (f *fileSystem) dirAttr(a *fuse.Attr) {
+// dirAttr fills the attributes of one of the view's own directories, with
+// the times of st (of the file whose content it shows) when set.
+func (f *fileSystem) dirAttr(a *fuse.Attr, st *unix.Stat_t) {
 	a.Mode = syscall.S_IFDIR | 0o555
 	a.Nlink = 2
 	a.SetTimes(&f.start, &f.start, &f.start)
+	if st != nil && st.Ino != 0 {
+		a.Mtime, a.Mtimensec = uint64(st.Mtim.Sec), uint32(st.Mtim.Nsec)
+		a.Ctime, a.Ctimensec = uint64(st.Ctim.Sec), uint32(st.Ctim.Nsec)
+	}
 }
 
 func toErrno(err error) syscall.Errno {
@@ -105,7 +110,7 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	out.SetEntryTimeout(0)
 	out.SetAttrTimeout(0)
-	r.fsys.dirAttr(&out.Attr)
+	r.fsys.dirAttr(&out.Attr, &st)
 	// The same node for a sandbox as long as the kernel knows it: a
 	// container bound to this directory keeps it when the table comes
 	// back after an Unpublish.
@@ -118,6 +123,10 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (r *rootNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return newLiveList(r.list)
+}
+
+func (r *rootNode) list() ([]fuse.DirEntry, syscall.Errno) {
 	names, err := os.ReadDir(r.fsys.tables)
 	if err != nil {
 		return nil, toErrno(err)
@@ -129,11 +138,65 @@ func (r *rootNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			list = append(list, fuse.DirEntry{Name: id, Mode: syscall.S_IFDIR})
 		}
 	}
-	return fs.NewListDirStream(list), 0
+	return list, 0
 }
 
+// liveList is a listing of one of the view's own directories that is made
+// again when it is rewound: gVisor reads a directory again through the
+// descriptor it keeps open, by seeking it back to 0, and would otherwise
+// be served the entries of its first reading for good. go-fuse calls
+// Seekdir only when the offset asked for is not where the last reading
+// ended; "." and ".." come first, so that is never 0 after a reading.
+type liveList struct {
+	list    func() ([]fuse.DirEntry, syscall.Errno)
+	entries []fuse.DirEntry
+	idx     int
+}
+
+var _ fs.FileSeekdirer = (*liveList)(nil)
+
+func newLiveList(list func() ([]fuse.DirEntry, syscall.Errno)) (fs.DirStream, syscall.Errno) {
+	l := &liveList{list: list}
+	if errno := l.Seekdir(context.Background(), 0); errno != 0 {
+		return nil, errno
+	}
+	return l, 0
+}
+
+func (l *liveList) HasNext() bool { return l.idx < len(l.entries) }
+
+func (l *liveList) Next() (fuse.DirEntry, syscall.Errno) {
+	e := l.entries[l.idx]
+	l.idx++
+	e.Off = uint64(l.idx)
+	return e, 0
+}
+
+func (l *liveList) Close() {}
+
+func (l *liveList) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		entries, errno := l.list()
+		if errno != 0 {
+			return errno
+		}
+		l.entries = append([]fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}, entries...)
+	}
+	if off > uint64(len(l.entries)) {
+		return syscall.EINVAL
+	}
+	l.idx = int(off)
+	return 0
+}
+
+// Getattr gives the root the times of the tables directory, which change
+// whenever a table comes or goes.
 func (r *rootNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	r.fsys.dirAttr(&out.Attr)
+	var st unix.Stat_t
+	if err := unix.Stat(r.fsys.tables, &st); err != nil {
+		return toErrno(err)
+	}
+	r.fsys.dirAttr(&out.Attr, &st)
 	out.SetTimeout(0)
 	return 0
 }
@@ -202,7 +265,8 @@ type sandboxNode struct {
 	st      unix.Stat_t // of the table then
 	readAt  time.Time
 	raw     []byte
-	entries []*entry // in the table's order
+	entries []*entry  // in the table's order
+	changed time.Time // when entries last changed
 }
 
 var (
@@ -229,13 +293,19 @@ func (s *sandboxNode) load() []*entry {
 		return nil
 	}
 	data, st, ok, err := readTable(s.fsys.tables, s.id)
-	if err != nil {
-		// An unreadable table: keep what was served rather than flap.
+	if err != nil && !errors.Is(err, errBadTable) {
+		// A table that cannot be read now: keep what was served
+		// rather than flap.
 		s.fsys.log.Warn("browse: reading a table", "sandbox", s.id, "err", err)
 		return s.entries
 	}
 	s.readAt = time.Now()
 	s.st = st
+	if err != nil {
+		s.fsys.log.Warn("browse: table not served", "sandbox", s.id, "err", err)
+		s.replace(nil, true, nil)
+		return nil
+	}
 	if !ok {
 		s.replace(nil, false, nil)
 		return nil
@@ -269,6 +339,9 @@ func (s *sandboxNode) replace(list []Entry, have bool, raw []byte) {
 	}
 	for _, e := range old {
 		e.gone.Store(true)
+	}
+	if len(old) > 0 || len(next) != len(s.entries) || have != s.have {
+		s.changed = time.Now()
 	}
 	s.entries, s.have, s.raw = next, have, raw
 	if len(old) > 0 || len(next) > 0 {
@@ -320,17 +393,30 @@ func (s *sandboxNode) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 }
 
 func (s *sandboxNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return newLiveList(s.list)
+}
+
+func (s *sandboxNode) list() ([]fuse.DirEntry, syscall.Errno) {
 	var list []fuse.DirEntry
 	for _, e := range s.load() {
 		if st, err := s.stat(e); err == nil {
 			list = append(list, fuse.DirEntry{Name: e.name, Mode: syscall.S_IFDIR, Ino: e.ino(st.Ino)})
 		}
 	}
-	return fs.NewListDirStream(list), 0
+	return list, 0
 }
 
+// Getattr gives the directory the time its entries last changed as its
+// modification and change time, as a directory of the pool would have.
 func (s *sandboxNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	s.fsys.dirAttr(&out.Attr)
+	s.load()
+	s.mu.Lock()
+	changed := s.changed
+	s.mu.Unlock()
+	s.fsys.dirAttr(&out.Attr, nil)
+	if !changed.IsZero() {
+		out.SetTimes(nil, &changed, &changed)
+	}
 	out.SetTimeout(0)
 	return 0
 }

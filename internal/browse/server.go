@@ -118,7 +118,9 @@ func Main(args []string) int {
 	fl.StringVar(&c.Tables, "tables", "", "directory of the tables, one <sandbox id>.json each")
 	fl.StringVar(&c.Pool, "pool", "", "the pool's root directory")
 	level := fl.String("log-level", "info", "debug, info, warn or error")
-	if err := fl.Parse(args); err != nil {
+	if err := fl.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	if c.Mountpoint == "" || c.Tables == "" || c.Pool == "" || fl.NArg() != 0 {

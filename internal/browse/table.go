@@ -73,6 +73,13 @@ func Validate(entries []Entry) error {
 	return nil
 }
 
+// SandboxDir is the directory of the view mounted at mountpoint that
+// sandbox sandboxID binds read-only at /.cairn/checkpoints. It exists once
+// the sandbox's table is published.
+func SandboxDir(mountpoint, sandboxID string) string {
+	return filepath.Join(mountpoint, sandboxID)
+}
+
 // tablePath is the table file of sandboxID in the tables directory.
 func tablePath(tables, sandboxID string) string {
 	return filepath.Join(tables, sandboxID+".json")
@@ -170,6 +177,9 @@ func parseTable(data []byte) (entries []Entry, bad []string) {
 	return entries, bad
 }
 
+// errBadTable marks a table file that is no table at all: it serves nothing.
+var errBadTable = errors.New("not a table")
+
 // readTable reads sandboxID's table; ok is false when it does not exist.
 // The file is read through an open descriptor so that its size and the
 // bytes read belong to the same file.
@@ -186,10 +196,10 @@ func readTable(tables, sandboxID string) (data []byte, st unix.Stat_t, ok bool, 
 		return nil, st, false, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, st, false, fmt.Errorf("%s is not a regular file", f.Name())
+		return nil, st, true, fmt.Errorf("%w: %s is not a regular file", errBadTable, f.Name())
 	}
 	if st.Size > maxTable {
-		return nil, st, false, fmt.Errorf("%s is %d bytes, more than a table can be", f.Name(), st.Size)
+		return nil, st, true, fmt.Errorf("%w: %s is %d bytes, more than a table can be", errBadTable, f.Name(), st.Size)
 	}
 	data = make([]byte, st.Size)
 	n, err := f.ReadAt(data, 0)

@@ -114,9 +114,25 @@ func TestEntriesFollowTheTable(t *testing.T) {
 		t.Fatalf("the view lists %v, want [sb1]", got)
 	}
 
+	// A directory kept open and read again from its start (as gVisor
+	// does) is listed afresh.
+	open, err := os.Open(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if got, err := open.Readdirnames(-1); err != nil || len(got) != 0 {
+		t.Fatalf("lists %v %v", got, err)
+	}
 	publish(t, f.tables, "sb1", Entry{Name: "v1", Path: a})
 	if got := names(t, sb); !reflect.DeepEqual(got, []string{"v1"}) {
 		t.Fatalf("lists %v, want [v1]", got)
+	}
+	if _, err := open.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := open.Readdirnames(-1); err != nil || !reflect.DeepEqual(got, []string{"v1"}) {
+		t.Fatalf("the open directory, rewound, lists %v %v, want [v1]", got, err)
 	}
 	for name, want := range map[string]string{"etc/hostname": "a\n", "big": strings.Repeat("0123456789", 100000)} {
 		got, err := os.ReadFile(filepath.Join(sb, "v1", name))
@@ -310,6 +326,15 @@ func TestNeverOutsideThePool(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(sb, "good", "ok")); err != nil || !bytes.Equal(got, []byte("ok")) {
 		t.Fatalf("the good entry reads %q %v", got, err)
+	}
+
+	// A table too large to be one serves nothing.
+	huge := `[{"name":"good","path":"` + good + `"}` + strings.Repeat(" ", maxTable) + `]`
+	if err := os.WriteFile(filepath.Join(f.tables, "sb.json"), []byte(huge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, sb); len(got) != 0 {
+		t.Fatalf("a %d-byte table lists %v", len(huge), got)
 	}
 }
 
