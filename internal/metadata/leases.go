@@ -60,13 +60,3 @@ func (l Lease) Validate() error {
 	}
 	return nil
 }
-
-// DiskDelete is a path in the pool (a checkpoint's disk or memory image)
-// that no checkpoint names any more and that is to be deleted: put on the
-// store's DiskDeletes by DeleteCheckpoint or SetCheckpointDisk, taken off
-// by ForgetDiskDelete once it is gone.
-type DiskDelete struct {
-	Path         string // relative to the pool's root; passes ValidatePoolPath
-	CheckpointID string // the checkpoint that named it
-	QueuedAt     time.Time
-}
