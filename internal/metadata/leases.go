@@ -15,8 +15,9 @@ import (
 // process, so that they outlive a crash of their holder (until they
 // expire, or are reclaimed) and can later be held across hosts.
 //
-// The store only keeps the rule below. What a resource is, which purposes
-// exist and what a holder does when its lease is revoked are the caller's.
+// The store keeps the rules of AcquireLease and no more: what a resource
+// is, which purposes exist and what a holder does when its lease is
+// revoked are the caller's.
 type Lease struct {
 	ID       string // chosen by the caller (random hex); unique among the stored leases
 	Resource string // what is held, e.g. "sandbox/<id>", "checkpoint/<id>"
