@@ -15,8 +15,9 @@ import (
 // process, so that they outlive a crash of their holder (until they
 // expire, or are reclaimed) and can later be held across hosts.
 //
-// The store only keeps the rule below. What a resource is, which purposes
-// exist and what a holder does when its lease is revoked are the caller's.
+// The store keeps the rules of AcquireLease and no more: what a resource
+// is, which purposes exist and what a holder does when its lease is
+// revoked are the caller's.
 type Lease struct {
 	ID       string // chosen by the caller (random hex); unique among the stored leases
 	Resource string // what is held, e.g. "sandbox/<id>", "checkpoint/<id>"
@@ -59,14 +60,4 @@ func (l Lease) Validate() error {
 		return fmt.Errorf("invalid lease %s of %s: a new lease cannot be revoked", l.ID, l.Resource)
 	}
 	return nil
-}
-
-// DiskDelete is a path in the pool (a checkpoint's disk or memory image)
-// that no checkpoint names any more and that is to be deleted: put on the
-// store's DiskDeletes by DeleteCheckpoint or SetCheckpointDisk, taken off
-// by ForgetDiskDelete once it is gone.
-type DiskDelete struct {
-	Path         string // relative to the pool's root; passes ValidatePoolPath
-	CheckpointID string // the checkpoint that named it
-	QueuedAt     time.Time
 }

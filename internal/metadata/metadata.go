@@ -34,9 +34,9 @@ var (
 	// still referred to by checkpoints of a deleted sandbox), a checkpoint id
 	// already used anywhere, a checkpoint Seq already used in the sandbox, a
 	// checkpoint name already used in the account, a pool path another
-	// checkpoint names or that awaits deletion, a lease id already used;
-	// or a lease would be held with a live lease of its resource it
-	// conflicts with.
+	// checkpoint names or that awaits deletion, or a lease id already used.
+	// It also means that a lease cannot be acquired because a live lease
+	// of its resource conflicts with it.
 	ErrConflict = errors.New("already exists")
 	// ErrSchemaTooNew means the database was migrated by a newer cairnd
 	// than this one; this binary refuses to touch it.
@@ -184,7 +184,9 @@ const (
 // name), its off-site manifest and where its disk lives.
 type Checkpoint struct {
 	// ID is the account-wide id: random 16 hex chars, assigned by the
-	// caller; also the on-disk directory name. Unique across all accounts.
+	// caller. Unique across all accounts. cairnd names the checkpoint's
+	// disk and memory image after it, but where they are is what DiskPath
+	// and MemoryPath say.
 	ID        string
 	AccountID int64
 	// SandboxID is the sandbox it was taken of. Not a reference the store
@@ -338,6 +340,16 @@ type CheckpointFilter struct {
 	// IncludeAuto lists every checkpoint. Without it, only manual
 	// (Trigger == TriggerManual) and named (Name != "") ones are listed.
 	IncludeAuto bool
+}
+
+// DiskDelete is a path in the pool (a checkpoint's disk or memory image)
+// that no checkpoint names any more and that is to be deleted: put on the
+// store's DiskDeletes by DeleteCheckpoint or SetCheckpointDisk, taken off
+// by ForgetDiskDelete once it is gone.
+type DiskDelete struct {
+	Path         string // relative to the pool's root; passes ValidatePoolPath
+	CheckpointID string // the checkpoint that named it
+	QueuedAt     time.Time
 }
 
 // Store persists accounts, sandboxes, checkpoints (with where their disks

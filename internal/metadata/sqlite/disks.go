@@ -13,8 +13,9 @@ import (
 // id names one of paths (as its disk or its memory image), or one of them
 // is on disk_deletes; "" is skipped. Run in the transaction that then
 // writes the paths, under the write lock, it keeps every path named by one
-// checkpoint at most, or queued for deletion, never both. The literal
-// "!= ''" terms let SQLite use the partial indexes of 0007.
+// checkpoint at most, or queued for deletion, never both. The terms that
+// compare the columns with the empty string let SQLite use the partial
+// indexes of 0007.
 func checkPathsFree(ctx context.Context, tx *sql.Tx, id string, paths ...string) error {
 	for _, p := range paths {
 		if p == "" {

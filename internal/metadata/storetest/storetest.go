@@ -80,6 +80,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ResumeCheckpointPersistence", testResumeCheckpointPersistence},
 		{"CheckpointOffsite", testCheckpointOffsite},
 		{"OffsiteDeletes", testOffsiteDeletes},
+		{"Leases", testLeases},
+		{"DiskPaths", testDiskPaths},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
