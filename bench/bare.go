@@ -79,7 +79,7 @@ func (b *bareRunsc) bundleFrom(ctx context.Context, source, id, root string, arg
 	}
 	bundle := filepath.Join(b.dir, id)
 	spec := runsc.Spec{ID: id, Hostname: id, Root: root, Args: args, Env: []string{"PATH=/bin:/usr/bin"}, BundleDir: bundle}
-	return bundle, spec.WriteBundle()
+	return bundle, runsc.WriteBundle(spec)
 }
 
 func (b *bareRunsc) cleanup(id, root string) {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/lease"
@@ -30,6 +31,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
+	"github.com/cairn-sandbox/cairn/internal/schedule"
 	"github.com/cairn-sandbox/cairn/internal/server"
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
@@ -40,13 +42,19 @@ var Version = "dev"
 // What the API server is given for each of its roles (server.Deps).
 var (
 	_ server.Sandboxes    = (*sandbox.Manager)(nil)
-	_ server.Checkpoints  = (*sandbox.Manager)(nil)
-	_ server.Snapshots    = (*sandbox.Manager)(nil)
+	_ server.Rewinds      = (*sandbox.Manager)(nil)
 	_ server.Processes    = (*sandbox.Manager)(nil)
-	_ server.Accounts     = (*sandbox.Manager)(nil)
-	_ server.SandboxScope = (*sandbox.Manager)(nil)
+	_ server.SandboxViews = (*catalog.Catalog)(nil)
+	_ server.Checkpoints  = (*catalog.Catalog)(nil)
+	_ server.Accounts     = (*catalog.Catalog)(nil)
+	_ server.SandboxScope = (*catalog.Catalog)(nil)
 	_ server.Images       = (*image.Catalog)(nil)
 	_ server.Operations   = (*operation.Registry)(nil)
+
+	_ sandbox.Runtime       = (*runsc.Runsc)(nil)
+	_ catalog.Live          = (*sandbox.Instances)(nil)
+	_ schedule.Checkpointer = (*sandbox.Manager)(nil)
+	_ schedule.Expirer      = (*catalog.Catalog)(nil)
 )
 
 // Config is cairnd's configuration; the zero value of each field but
@@ -142,7 +150,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// The management socket of each sandbox is served by the API server,
 	// which itself needs the manager: bind it late.
 	var srv *server.Server
+	instances := sandbox.NewInstances()
+	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsiteSvc})
 	mgr, err := sandbox.NewManager(sandbox.Config{
+		Instances:  instances,
+		Catalog:    cat,
 		SandboxAPI: func(id string) http.Handler { return srv.SandboxHandler(id) },
 		DataDir:    cfg.DataDir,
 		InitBinary: cfg.InitBinary,
@@ -162,14 +174,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer mgr.Close()
 	srv = server.New(server.Deps{
-		Sandboxes: mgr, Checkpoints: mgr, Snapshots: mgr, Processes: mgr, Accounts: mgr, Scope: mgr,
+		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
 		Images: images, Operations: ops,
 	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 
-	go mgr.RunScheduler(opsCtx)
+	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Now: time.Now}).Run(opsCtx)
 	go offsiteSvc.Run(opsCtx)
 
 	ln, err := listen(cfg.Socket)

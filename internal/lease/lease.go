@@ -269,3 +269,23 @@ func newID() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Sandbox leases: the exclusive lease of "sandbox/<id>" is the one
+// mechanism for one lifecycle change at a time per sandbox; its purpose
+// is the sandbox's transient state (starting, restoring…) while a
+// lifecycle operation holds it. Checkpoints and deletes of checkpoints take
+// it too, with PurposeCheckpoint, and a diff against the live root holds it
+// shared, with PurposeDiff: neither is a state shown to users.
+const (
+	PurposeCheckpoint = "checkpoint"
+	PurposeDiff       = "diff"
+)
+
+// SandboxResource is the lease resource of sandbox id.
+func SandboxResource(id string) string { return "sandbox/" + id }
+
+// Transient reports whether a sandbox lease's purpose is a lifecycle state
+// shown as the sandbox's state.
+func Transient(purpose string) bool {
+	return purpose != PurposeCheckpoint && purpose != PurposeDiff
+}

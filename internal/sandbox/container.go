@@ -1,15 +1,9 @@
 package sandbox
 
 import (
-	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cairn-sandbox/cairn/api"
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
-	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
 // A sandbox's runsc container is named after the sandbox: its id, a dot,
@@ -33,20 +27,6 @@ import (
 // nanoseconds since 1970 take 13 digits until the year 2140.
 const genDigits = 13
 
-// detach takes sandbox id's instance out of the live ones and returns it
-// (nil if it had none) and the name of its container.
-func (m *Manager) detach(id string) (*instance, string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	inst := m.live[id]
-	delete(m.live, id)
-	m.notifyLocked()
-	if inst != nil && inst.container != "" {
-		return inst, inst.container
-	}
-	return inst, id
-}
-
 // newContainerName is the name of a container about to start for sandbox
 // id.
 func newContainerName(id string) string {
@@ -66,52 +46,4 @@ func sandboxOfContainer(name string) (id string, gen int64) {
 		return name, 0 // not one of cairn's names: an orphan to sweep
 	}
 	return id, gen
-}
-
-// retireContainer ends the sandbox's container at once, without asking its
-// processes to exit: for a restore in place, whose current state is either
-// saved in the safety checkpoint or was asked to be thrown away. The
-// processes are killed before it returns; waiting for them to exit and
-// removing the container happen in the background, while a new container
-// of the sandbox may already start (under a fresh name). If the processes
-// cannot be killed that way, the container is removed before it returns.
-func (m *Manager) retireContainer(ctx context.Context, sb metadata.Sandbox) error {
-	inst, name := m.detach(sb.ID)
-	if inst != nil {
-		inst.close()
-	}
-	if _, gen := sandboxOfContainer(name); gen == 0 {
-		// An earlier cairn's bare-id name: runsc could no longer tell it
-		// from the next container's (see above).
-		return m.deleteContainer(ctx, sb, name)
-	}
-	wait, err := m.cfg.Runtime.KillProcesses(ctx, name)
-	if err != nil {
-		slog.Debug("retire container: removing it before going on", "sandbox", sb.Name, "container", name, "err", err)
-		return m.deleteContainer(ctx, sb, name)
-	}
-	m.retirements.Go(func() {
-		ctx := context.Background()
-		logErr("retire container: wait for its processes", wait(ctx), "sandbox", sb.Name, "container", name)
-		logErr("retire container: delete", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name, "container", name)
-	})
-	return nil
-}
-
-// removeContainer removes the sandbox's container at once, killing
-// whatever still runs in it: for a sandbox whose processes have ended
-// already (a saved session).
-func (m *Manager) removeContainer(ctx context.Context, sb metadata.Sandbox) error {
-	inst, name := m.detach(sb.ID)
-	if inst != nil {
-		inst.close()
-	}
-	return m.deleteContainer(ctx, sb, name)
-}
-
-func (m *Manager) deleteContainer(ctx context.Context, sb metadata.Sandbox, name string) error {
-	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
-		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
-	}
-	return nil
 }

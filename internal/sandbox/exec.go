@@ -27,7 +27,7 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	if err != nil {
 		return 0, nil, err
 	}
-	host, err := m.waitReady(ctx, sb)
+	host, err := m.run.waitReady(ctx, sb)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -81,5 +81,5 @@ func (m *Manager) agentOf(ctx context.Context, account, name string) (*agent.Hos
 	if err != nil {
 		return nil, err
 	}
-	return m.waitReady(ctx, sb)
+	return m.run.waitReady(ctx, sb)
 }

@@ -28,7 +28,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	if err != nil {
 		return nil, err
 	}
-	if err := m.refuseIfBusy(ctx, parent, api.StateDeleting, api.StateRestoring); err != nil {
+	if err := m.ex.refuseIfBusy(ctx, parent, api.StateDeleting, api.StateRestoring); err != nil {
 		return nil, err
 	}
 	if req.Count == 0 {
@@ -49,7 +49,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	}
 	var from metadata.Checkpoint
 	if req.FromCheckpoint != "" {
-		if from, err = m.findCheckpoint(ctx, parent, req.FromCheckpoint); err != nil {
+		if from, err = m.cfg.Catalog.FindCheckpoint(ctx, parent, req.FromCheckpoint); err != nil {
 			return nil, err
 		}
 		if req.Memory && !from.HasMemory {
@@ -63,7 +63,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 				return nil, err
 			}
 		}
-	} else if req.Memory && !m.isLive(parent.ID) {
+	} else if req.Memory && !m.run.isLive(parent.ID) {
 		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: there is no live memory to fork", name)
 	}
 	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
@@ -76,7 +76,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		}
 	}
 	for _, n := range names {
-		_, release, err := m.reserveName(ctx, account, n)
+		_, release, err := m.ex.reserveName(ctx, account, n)
 		if err != nil {
 			releaseAll()
 			return nil, err
@@ -88,7 +88,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if from.ID == "" {
 			// The parent is held only for the checkpoint's instant: it
 			// keeps running and changing meanwhile.
-			l, err := m.queue(ctx, parent, purposeCheckpoint)
+			l, err := m.ex.queue(ctx, parent, purposeCheckpoint)
 			if err != nil {
 				return nil, err
 			}
@@ -97,7 +97,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 				op.Step(api.PhaseCheckpoint, "Checkpointing %s to fork it", name)
 				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
 			}
-			m.release(l)
+			m.ex.release(l)
 			if err != nil {
 				return nil, err
 			}
@@ -143,7 +143,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		}
 		out := make([]api.Sandbox, 0, len(names))
 		for _, n := range names {
-			sb, err := m.Get(ctx, account, n)
+			sb, err := m.cfg.Catalog.Get(ctx, account, n)
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +156,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 
 // destroy stops and removes a sandbox this operation made.
 func (m *Manager) destroy(ctx context.Context, sb metadata.Sandbox) {
-	logErr("undo: stop", m.stopContainer(ctx, sb), "sandbox", sb.Name)
+	logErr("undo: stop", m.run.stopContainer(ctx, sb), "sandbox", sb.Name)
 	logErr("undo: delete row", m.cfg.Store.DeleteSandbox(ctx, sb.ID), "sandbox", sb.Name)
 	logErr("undo: remove files", m.removeFiles(ctx, sb.ID), "sandbox", sb.Name)
 }

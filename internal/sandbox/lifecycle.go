@@ -7,17 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
-	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/revert"
-	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
 )
 
 // Create validates req and starts an operation that makes the sandbox and
@@ -50,7 +47,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
-	acct, release, err := m.reserveName(ctx, account, req.Name)
+	acct, release, err := m.ex.reserveName(ctx, account, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +66,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 		if err := m.create(ctx, op, sb, makeRoot, nil); err != nil {
 			return nil, err
 		}
-		return m.Get(ctx, account, sb.Name)
+		return m.cfg.Catalog.Get(ctx, account, sb.Name)
 	}), nil
 }
 
@@ -86,10 +83,10 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		return err
 	}
 	undo.Add(func() { logErr("undo: delete root", m.cfg.Pool.Delete(context.Background(), root)) })
-	if err := os.MkdirAll(filepath.Join(m.sandboxDir(sb.ID), "dotcairn"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(m.run.sandboxDir(sb.ID), "dotcairn"), 0o755); err != nil {
 		return err
 	}
-	undo.Add(func() { os.RemoveAll(m.sandboxDir(sb.ID)) })
+	undo.Add(func() { os.RemoveAll(m.run.sandboxDir(sb.ID)) })
 	undo.Add(func() { logErr("undo: remove browse view", m.cfg.Disks.Unpublish(sb.ID)) })
 	memImage := ""
 	if memory != nil {
@@ -100,12 +97,12 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 	}
 
 	op.Step(api.PhaseStart, "Starting sandbox %s", sb.Name)
-	if err := m.startContainer(ctx, sb, memImage); err != nil {
+	if err := m.run.startContainer(ctx, sb, memImage); err != nil {
 		return err
 	}
-	undo.Add(func() { m.stopContainer(context.Background(), sb) })
+	undo.Add(func() { m.run.stopContainer(context.Background(), sb) })
 	if memImage != "" {
-		m.rename(ctx, sb)
+		m.run.rename(ctx, sb)
 	}
 	sb.State = metadata.SandboxRunning
 	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
@@ -122,12 +119,12 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 
 // Start starts a stopped sandbox.
 func (m *Manager) Start(ctx context.Context, account, name string) (*operation.Op, error) {
-	sb, l, err := m.acquire(ctx, account, name, api.StateStarting)
+	sb, l, err := m.ex.acquire(ctx, account, name, api.StateStarting)
 	if err != nil {
 		return nil, err
 	}
 	if sb.State == metadata.SandboxRunning {
-		m.release(l)
+		m.ex.release(l)
 		return nil, errdefs.New(api.CodeAlreadyRunning, "sandbox %s is already running", name)
 	}
 	return m.lifecycleOp("sandbox.start", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
@@ -143,16 +140,16 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		} else {
 			op.Step(api.PhaseStart, "Starting sandbox %s", name)
 		}
-		if err := m.startContainer(ctx, sb, mem); err != nil {
+		if err := m.run.startContainer(ctx, sb, mem); err != nil {
 			return nil, err
 		}
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
-			m.stopContainer(context.WithoutCancel(ctx), sb)
+			m.run.stopContainer(context.WithoutCancel(ctx), sb)
 			return nil, err
 		}
 		// The session is resumed: the next stop decides the next start.
 		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
-		return m.Get(ctx, account, name)
+		return m.cfg.Catalog.Get(ctx, account, name)
 	}), nil
 }
 
@@ -161,12 +158,12 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 // req.Snapshot the session is saved instead: memory and disk are
 // checkpointed and the processes frozen, and the next start resumes them.
 func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRequest) (*operation.Op, error) {
-	sb, l, err := m.acquire(ctx, account, name, api.StateStopping)
+	sb, l, err := m.ex.acquire(ctx, account, name, api.StateStopping)
 	if err != nil {
 		return nil, err
 	}
 	if sb.State != metadata.SandboxRunning {
-		m.release(l)
+		m.ex.release(l)
 		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running", name)
 	}
 	return m.lifecycleOp("sandbox.stop", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
@@ -182,12 +179,12 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 			// Its processes ended once their memory was saved: only the
 			// container is left (runsc still calls it paused, so a
 			// graceful stop would wait for nothing).
-			if err := m.removeContainer(ctx, sb); err != nil {
+			if err := m.run.removeContainer(ctx, sb); err != nil {
 				return nil, err
 			}
 		} else {
 			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
-			if err := m.stopContainer(ctx, sb); err != nil {
+			if err := m.run.stopContainer(ctx, sb); err != nil {
 				return nil, err
 			}
 		}
@@ -198,13 +195,13 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 			sb.State = metadata.SandboxStopped
 			m.autoCheckpoint(ctx, sb, api.TriggerStop, op)
 		}
-		return m.Get(ctx, account, name)
+		return m.cfg.Catalog.Get(ctx, account, name)
 	}), nil
 }
 
 // Restart stops a running sandbox (or not, if it is stopped) and starts it.
 func (m *Manager) Restart(ctx context.Context, account, name string) (*operation.Op, error) {
-	sb, l, err := m.acquire(ctx, account, name, api.StateStarting)
+	sb, l, err := m.ex.acquire(ctx, account, name, api.StateStarting)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +209,7 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 		m.autoCheckpoint(ctx, sb, api.TriggerRestart, op)
 		if sb.State == metadata.SandboxRunning {
 			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
-			if err := m.stopContainer(ctx, sb); err != nil {
+			if err := m.run.stopContainer(ctx, sb); err != nil {
 				return nil, err
 			}
 			if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
@@ -221,20 +218,20 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 		}
 		op.Step(api.PhaseStart, "Starting sandbox %s", name)
 		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
-		if err := m.startContainer(ctx, sb, ""); err != nil {
+		if err := m.run.startContainer(ctx, sb, ""); err != nil {
 			return nil, err
 		}
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
-			m.stopContainer(context.WithoutCancel(ctx), sb)
+			m.run.stopContainer(context.WithoutCancel(ctx), sb)
 			return nil, err
 		}
-		return m.Get(ctx, account, name)
+		return m.cfg.Catalog.Get(ctx, account, name)
 	}), nil
 }
 
 // Delete stops the sandbox if it runs and removes it with its files.
 func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.Op, error) {
-	sb, l, err := m.acquire(ctx, account, name, api.StateDeleting)
+	sb, l, err := m.ex.acquire(ctx, account, name, api.StateDeleting)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +243,7 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 		}
 		if sb.State == metadata.SandboxRunning {
 			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
-			if err := m.stopContainer(ctx, sb); err != nil {
+			if err := m.run.stopContainer(ctx, sb); err != nil {
 				return nil, err
 			}
 		}
@@ -271,149 +268,7 @@ func (m *Manager) removeFiles(ctx context.Context, id string) error {
 	if err := m.cfg.Disks.Unpublish(id); err != nil {
 		return err
 	}
-	return os.RemoveAll(m.sandboxDir(id))
-}
-
-// startContainer opens the sandbox's sockets, starts the container (from
-// the memory image memImage, if not "", so its processes resume instead
-// of booting) and waits until cairn-init inside answers. On failure
-// nothing runs.
-func (m *Manager) startContainer(ctx context.Context, sb metadata.Sandbox, memImage string) error {
-	undo := revert.New()
-	defer undo.Fail()
-
-	dir := m.sandboxDir(sb.ID)
-	// /.cairn/checkpoints must exist to be bound: published before the
-	// start, it shows the sandbox's newest checkpoints from the first
-	// moment.
-	if err := m.cfg.Disks.Publish(ctx, sb); err != nil {
-		return fmt.Errorf("browse view: %w", err)
-	}
-	inst, err := m.openSockets(sb)
-	if err != nil {
-		return err
-	}
-	undo.Add(inst.close)
-	name := newContainerName(sb.ID)
-	spec := runsc.Spec{
-		ID:       name,
-		Hostname: sb.Name,
-		Root:     m.cfg.Pool.SandboxPath(sb.ID),
-		Args:     []string{"/.cairn/bin/cairn-init"},
-		Env:      []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CAIRN_SANDBOX=" + sb.Name},
-		Mounts: []runsc.Mount{
-			{Source: filepath.Join(dir, "dotcairn"), Destination: "/.cairn", ReadOnly: true},
-			{Source: filepath.Join(m.cfg.DataDir, "bin"), Destination: "/.cairn/bin", ReadOnly: true},
-			{Source: m.cfg.BrowseDir(sb.ID), Destination: "/.cairn/checkpoints", ReadOnly: true},
-		},
-		CPUs:        sb.CPUs,
-		MemoryBytes: sb.MemoryBytes,
-		BundleDir:   filepath.Join(dir, "bundle"),
-		LogPath:     filepath.Join(dir, "console.log"),
-	}
-	launch := func() (int, error) { return m.cfg.Runtime.Start(ctx, spec) }
-	if memImage != "" {
-		launch = func() (int, error) { return m.cfg.Runtime.Restore(ctx, spec, memImage) }
-	}
-	t0 := time.Now()
-	pid, err := launch()
-	if err != nil {
-		// A container left by a crash or a failed stop has the same id:
-		// remove it and try once more.
-		if m.cfg.Runtime.Delete(ctx, name) == nil {
-			pid, err = launch()
-		}
-		if err != nil && memImage != "" {
-			return errdefs.Wrap(api.CodeMemoryImageBad, err, "resume sandbox %s from its memory image", sb.Name)
-		}
-		if err != nil {
-			return errdefs.Wrap(api.CodeRuntimeFailed, err, "start sandbox %s", sb.Name)
-		}
-	}
-	undo.Add(func() { logErr("undo: delete container", m.cfg.Runtime.Delete(context.Background(), name)) })
-	wctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
-	defer cancel()
-	launched := time.Now()
-	if err := inst.agent.WaitConnected(wctx); err != nil {
-		return errdefs.Wrap(api.CodeAgentUnreachable, err, "cairn-init in sandbox %s did not answer within %s (see %s)", sb.Name, agentStartTimeout, spec.LogPath)
-	}
-	slog.Debug("container started", "sandbox", sb.Name, "container", name, "from_memory", memImage != "",
-		"runsc", launched.Sub(t0).Round(time.Millisecond), "agent", time.Since(launched).Round(time.Millisecond))
-	m.mu.Lock()
-	if old := m.live[sb.ID]; old != nil {
-		old.close()
-	}
-	inst.pid, inst.container = pid, name
-	m.live[sb.ID] = inst
-	m.notifyLocked()
-	m.mu.Unlock()
-	undo.Success()
-	return nil
-}
-
-// stopContainer ends the sandbox's processes: gracefully through cairn-init
-// if it answers, else by force, and removes the container.
-func (m *Manager) stopContainer(ctx context.Context, sb metadata.Sandbox) error {
-	inst, name := m.detach(sb.ID)
-
-	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
-	defer cancel()
-	graceful := false
-	if inst != nil {
-		// Right after a memory checkpoint cairn-init's connection is broken
-		// and it has not noticed yet (its keepalive will, within a second):
-		// a graceful stop is worth that wait, SIGTERM and gVisor winding
-		// down by itself take longer.
-		wctx, cancel := context.WithTimeout(sctx, reconnectWait)
-		inst.agent.WaitConnected(wctx)
-		cancel()
-		if inst.agent.Connected() {
-			// cairn-init answers once every process has exited (SIGTERM,
-			// then SIGKILL after the grace) and it has synced.
-			err := inst.agent.Shutdown(sctx, stopGrace)
-			logErr("graceful shutdown", err, "sandbox", sb.Name)
-			graceful = err == nil
-		}
-		inst.close()
-	}
-	if !graceful {
-		logErr("SIGTERM", m.cfg.Runtime.Kill(sctx, name, syscall.SIGTERM), "sandbox", sb.Name)
-		if err := m.cfg.Runtime.WaitStopped(sctx, name); err != nil {
-			slog.Warn("sandbox did not stop in time; forcing", "sandbox", sb.Name)
-		}
-	}
-	// Nothing runs inside any more; removing the container now saves the
-	// second or two gVisor takes to wind down by itself.
-	if err := m.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
-		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
-	}
-	return nil
-}
-
-// waitReady returns the agent of a running sandbox, waiting while a
-// lifecycle operation (start, restart, later restore) is in progress.
-func (m *Manager) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Host, error) {
-	ctx, cancel := context.WithTimeout(ctx, execReadyTimeout)
-	defer cancel()
-	for {
-		m.mu.Lock()
-		changed := m.changed
-		inst := m.live[sb.ID]
-		m.mu.Unlock()
-		_, busy := m.busyState(ctx, sb.ID)
-		if !busy {
-			if inst == nil {
-				return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running (start it with `cairn start %s`)", sb.Name, sb.Name)
-			}
-			return inst.agent, nil
-		}
-		select {
-		case <-changed:
-		case <-time.After(busyPoll): // the holder may be another process
-		case <-ctx.Done():
-			return nil, errdefs.Wrap(api.CodeSandboxBusy, ctx.Err(), "sandbox %s stayed busy", sb.Name)
-		}
-	}
+	return os.RemoveAll(m.run.sandboxDir(id))
 }
 
 // busyPoll is how often an exec waiting for a busy sandbox looks again

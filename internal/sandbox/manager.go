@@ -4,40 +4,38 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/cairn-sandbox/cairn/api"
-	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/catalog"
+	"github.com/cairn-sandbox/cairn/internal/container"
 	"github.com/cairn-sandbox/cairn/internal/disks"
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
-	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
-// Runtime runs sandbox containers. *runsc.Runsc implements it.
+// Runtime runs sandbox containers, in cairn's own terms (package
+// container): *runsc.Runsc implements it.
 type Runtime interface {
 	// Start creates and starts a container; on failure nothing is left.
-	Start(ctx context.Context, spec runsc.Spec) (pid int, err error)
+	Start(ctx context.Context, spec container.Spec) (pid int, err error)
 	// Restore starts a container from a memory image instead of booting.
-	Restore(ctx context.Context, spec runsc.Spec, imageDir string) (pid int, err error)
+	Restore(ctx context.Context, spec container.Spec, imageDir string) (pid int, err error)
 	// Checkpoint writes a container's memory image.
 	Checkpoint(ctx context.Context, id, imageDir string, leaveRunning bool) error
-	// State returns status and host pid, or an error wrapping runsc.ErrNotExist.
-	State(ctx context.Context, id string) (runsc.Status, int, error)
+	// State returns status and host pid, or an error wrapping
+	// container.ErrNotExist.
+	State(ctx context.Context, id string) (container.Status, int, error)
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
 	Kill(ctx context.Context, id string, sig syscall.Signal) error
@@ -50,8 +48,6 @@ type Runtime interface {
 	// List returns the ids of every container.
 	List(ctx context.Context) ([]string, error)
 }
-
-var _ Runtime = (*runsc.Runsc)(nil)
 
 // Timeouts of lifecycle steps.
 const (
@@ -82,6 +78,10 @@ type Config struct {
 	// BrowseDir is the host directory bound read-only at
 	// /.cairn/checkpoints of sandbox id (served by the browse view).
 	BrowseDir func(id string) string
+	// Instances is what runs on this host now (shared with the catalog,
+	// which reads it); Catalog finds and shows sandboxes and checkpoints.
+	Instances *Instances
+	Catalog   *catalog.Catalog
 	// Offsite uploads checkpoints to the account's off-site locations and
 	// brings them back; nil: off-site copies are off.
 	Offsite *offsite.Service
@@ -90,24 +90,8 @@ type Config struct {
 // Manager owns every sandbox of this host.
 type Manager struct {
 	cfg Config
-
-	mu   sync.Mutex
-	live map[string]*instance // by sandbox id: sandboxes whose agent socket is open
-	// autoSkipped says, per sandbox id, why its last automatic checkpoint
-	// was skipped (disk limit…); shown by status.
-	autoSkipped map[string]string
-	changed     chan struct{} // closed and replaced when live changes or a sandbox lease is released
-	// retirements waits for the containers being removed in the
-	// background (see retireContainer).
-	retirements sync.WaitGroup
-}
-
-// instance is a sandbox whose container cairnd runs or has adopted.
-type instance struct {
-	agent     *agent.Host
-	api       *http.Server // the management socket, /.cairn/api.sock
-	pid       int          // host pid of the runsc sandbox process
-	container string       // runsc container name (see container.go)
+	ex  *exclusion // sandbox leases
+	run *runner    // containers
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
@@ -125,12 +109,8 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := installBinary(filepath.Join(filepath.Dir(cfg.InitBinary), "cairn-env"), binDir, "cairn-env"); err != nil {
 		return nil, err
 	}
-	return &Manager{
-		cfg:         cfg,
-		live:        map[string]*instance{},
-		autoSkipped: map[string]string{},
-		changed:     make(chan struct{}),
-	}, nil
+	ex := &exclusion{cfg: cfg}
+	return &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}}, nil
 }
 
 // installBinary copies an in-sandbox binary (cairn-init, cairn-env) into
@@ -154,39 +134,9 @@ func installBinary(src, binDir, name string) error {
 	return os.Rename(tmp, filepath.Join(binDir, name))
 }
 
-func (m *Manager) sandboxDir(id string) string {
-	return filepath.Join(m.cfg.DataDir, "sandboxes", id)
-}
-
-func (m *Manager) agentSocket(id string) string {
-	return filepath.Join(m.sandboxDir(id), "dotcairn", "agent.sock")
-}
-
-// notify wakes everyone waiting for a change of live or of a sandbox's
-// lease.
-func (m *Manager) notify() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.notifyLocked()
-}
-
-// notifyLocked is notify with m.mu held.
-func (m *Manager) notifyLocked() {
-	close(m.changed)
-	m.changed = make(chan struct{})
-}
-
 // lookup returns the sandbox called name in account.
 func (m *Manager) lookup(ctx context.Context, account, name string) (metadata.Account, metadata.Sandbox, error) {
-	acct, err := m.cfg.Store.AccountByName(ctx, account)
-	if err != nil {
-		return acct, metadata.Sandbox{}, fmt.Errorf("account %s: %w", account, err)
-	}
-	sb, err := m.cfg.Store.SandboxByName(ctx, acct.ID, name)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return acct, sb, errdefs.New(api.CodeNoSandbox, "no sandbox named %q", name)
-	}
-	return acct, sb, err
+	return catalog.Lookup(ctx, m.cfg.Store, account, name)
 }
 
 func newID() string {
@@ -195,146 +145,20 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// view turns a stored sandbox into its API form, with its live state.
-func (m *Manager) view(ctx context.Context, acct metadata.Account, sb metadata.Sandbox) api.Sandbox {
-	out := api.Sandbox{
-		ID: sb.ID, Name: sb.Name, Account: acct.Name, Image: sb.Image, State: string(sb.State),
-		CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes, CreatedAt: sb.CreatedAt,
-	}
-	if sb.ParentID != "" {
-		if p, err := m.cfg.Store.SandboxByID(ctx, sb.ParentID); err == nil {
-			out.Parent = p.Name
-		} else {
-			out.Parent = sb.ParentID
-		}
-	}
-	out.AutoCheckpointSeconds = int64(sb.AutoCheckpoint / time.Second)
-	if last, err := m.cfg.Store.LatestCheckpoint(ctx, sb.ID); err == nil {
-		out.LastCheckpointAt = &last.CreatedAt
-	}
-	out.LastOffsiteAt, out.OffsiteOff = m.lastOffsite(ctx, sb)
-	out.CurrentCheckpoint = m.checkpointRef(ctx, sb, sb.CurrentCheckpoint)
-	out.SavedSession = m.checkpointRef(ctx, sb, sb.ResumeCheckpoint)
-	out.SourceCheckpoint = m.checkpointRef(ctx, metadata.Sandbox{}, sb.SourceCheckpoint)
-	if st, ok := m.busyState(ctx, sb.ID); ok {
-		out.State = st
-	}
-	m.mu.Lock()
-	inst := m.live[sb.ID]
-	out.AutoCheckpointNote = m.autoSkipped[sb.ID]
-	m.mu.Unlock()
-	if inst != nil {
-		out.AgentConnected = inst.agent.Connected()
-		out.Pid = inst.pid
-		out.Container = inst.container
-	}
-	return out
-}
-
-// checkpointRef names checkpoint id for a user: its per-sandbox id when it
-// is one of sb's, else SANDBOX/ID; the raw id if it is gone.
-func (m *Manager) checkpointRef(ctx context.Context, sb metadata.Sandbox, id string) string {
-	if id == "" {
-		return ""
-	}
-	ck, err := m.cfg.Store.CheckpointByID(ctx, id)
-	if err != nil {
-		return id
-	}
-	if ck.SandboxID == sb.ID {
-		return ck.Seq
-	}
-	return ck.SandboxName + "/" + ck.Seq
-}
-
-// Info returns the sandbox called name with its disk usage.
-func (m *Manager) Info(ctx context.Context, account, name string) (api.Sandbox, error) {
-	acct, sb, err := m.lookup(ctx, account, name)
-	if err != nil {
-		return api.Sandbox{}, err
-	}
-	out := m.view(ctx, acct, sb)
-	if out.Disk, err = m.diskUsage(ctx, sb); err != nil {
-		return out, err
-	}
-	return out, nil
-}
-
-// Get returns the sandbox called name.
-func (m *Manager) Get(ctx context.Context, account, name string) (api.Sandbox, error) {
-	acct, sb, err := m.lookup(ctx, account, name)
-	if err != nil {
-		return api.Sandbox{}, err
-	}
-	return m.view(ctx, acct, sb), nil
-}
-
-// List returns the account's sandboxes by name; parent, if set, keeps only
-// those forked from the sandbox of that name.
-func (m *Manager) List(ctx context.Context, account, parent string) ([]api.Sandbox, error) {
-	acct, err := m.cfg.Store.AccountByName(ctx, account)
-	if err != nil {
-		return nil, err
-	}
-	var f metadata.SandboxFilter
-	if parent != "" {
-		_, p, err := m.lookup(ctx, account, parent)
-		if err != nil {
-			return nil, err
-		}
-		f.ParentID = p.ID
-	}
-	rows, err := m.cfg.Store.ListSandboxes(ctx, acct.ID, f)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Sandbox, 0, len(rows))
-	for _, sb := range rows {
-		out = append(out, m.view(ctx, acct, sb))
-	}
-	return out, nil
-}
-
 // hostCPUs is the number of cores a sandbox may be given at most.
 func hostCPUs() int { return runtime.NumCPU() }
 
 // Close releases the agent sockets without touching running sandboxes: a
 // restarted cairnd adopts them again.
 func (m *Manager) Close() {
-	m.mu.Lock()
-	for id, inst := range m.live {
-		inst.close()
-		delete(m.live, id)
-	}
-	m.mu.Unlock()
+	m.cfg.Instances.closeAll()
 	// Containers being removed: Recover would sweep them at the next
 	// start, but they go quickly.
-	m.retirements.Wait()
+	m.run.retirements.Wait()
 }
 
 func logErr(msg string, err error, args ...any) {
 	if err != nil {
 		slog.Warn(msg, append(args, "err", err)...)
 	}
-}
-
-// Whoami returns the account and current name of sandbox id, for the
-// management socket, which knows its sandbox by id only.
-func (m *Manager) Whoami(ctx context.Context, id string) (account, name string, err error) {
-	sb, err := m.cfg.Store.SandboxByID(ctx, id)
-	if errors.Is(err, metadata.ErrNotFound) {
-		return "", "", errdefs.New(api.CodeNoSandbox, "this sandbox no longer exists")
-	} else if err != nil {
-		return "", "", err
-	}
-	accts, err := m.cfg.Store.ListAccounts(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	for _, a := range accts {
-		if a.ID == sb.AccountID {
-			return a.Name, sb.Name, nil
-		}
-	}
-	return "", "", fmt.Errorf("sandbox %s: account %d not found", sb.Name, sb.AccountID)
 }

@@ -51,20 +51,20 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		if err != nil {
 			return nil, err
 		}
-		if err := m.refuseIfBusy(ctx, sb, api.StateDeleting); err != nil {
+		if err := m.ex.refuseIfBusy(ctx, sb, api.StateDeleting); err != nil {
 			return nil, err
 		}
-		ck, err := m.findCheckpoint(ctx, sb, ref)
+		ck, err := m.cfg.Catalog.FindCheckpoint(ctx, sb, ref)
 		if err != nil {
 			return nil, err
 		}
 		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite)
 	}
-	sb, l, err := m.acquire(ctx, account, name, api.StateRestoring)
+	sb, l, err := m.ex.acquire(ctx, account, name, api.StateRestoring)
 	if err != nil {
 		return nil, err
 	}
-	ck, err := m.findCheckpoint(ctx, sb, ref)
+	ck, err := m.cfg.Catalog.FindCheckpoint(ctx, sb, ref)
 	var src disks.Source
 	if err == nil {
 		src, err = m.sourceFor(ctx, ck, req.FromOffsite)
@@ -74,7 +74,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		err = m.cfg.Disks.CheckMemory(ck)
 	}
 	if err != nil {
-		m.release(l)
+		m.ex.release(l)
 		return nil, err
 	}
 	return m.lifecycleOp("sandbox.restore", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
@@ -93,7 +93,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 			return nil, err
 		}
 		op.Step(api.PhaseDone, "Sandbox %s restored to %s", name, ck.Seq)
-		return m.Get(ctx, account, name)
+		return m.cfg.Catalog.Get(ctx, account, name)
 	}), nil
 }
 
@@ -133,7 +133,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		op.Step(api.PhaseSafety, "Taking a safety checkpoint of the current state")
 		// With memory when the sandbox runs, so the undo brings back its
 		// processes too.
-		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq, Memory: m.isLive(sb.ID)}, op)
+		safe, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerRestore, Comment: "before restore to " + ck.Seq, Memory: m.run.isLive(sb.ID)}, op)
 		m.noteAuto(sb.ID, api.TriggerRestore, err)
 		if err != nil {
 			// Never throw away the current state without its checkpoint.
@@ -144,11 +144,11 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	running := sb.State == metadata.SandboxRunning
 	if running {
 		op.Step(api.PhaseStop, "Stopping sandbox %s", sb.Name)
-		if err := m.retireContainer(ctx, sb); err != nil {
+		if err := m.run.retireContainer(ctx, sb); err != nil {
 			return err
 		}
 		undo.Add(func() {
-			logErr("undo: restart after failed restore", m.startContainer(context.Background(), sb, ""), "sandbox", sb.Name)
+			logErr("undo: restart after failed restore", m.run.startContainer(context.Background(), sb, ""), "sandbox", sb.Name)
 		})
 	}
 
@@ -171,10 +171,10 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		// The processes of the checkpoint resume, whether the sandbox ran
 		// before or not: that is what restoring a memory checkpoint means.
 		op.Step(api.PhaseResume, "Resuming the processes of %s", ck.Seq)
-		if err := m.startContainer(ctx, sb, mem); err != nil {
+		if err := m.run.startContainer(ctx, sb, mem); err != nil {
 			// The disk is restored; do not leave the sandbox down.
 			op.Notef(api.PhaseResume, "Resuming from memory failed (%v); starting from the restored disk instead", err)
-			if serr := m.startContainer(ctx, sb, ""); serr != nil {
+			if serr := m.run.startContainer(ctx, sb, ""); serr != nil {
 				logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
 				return serr
 			}
@@ -186,7 +186,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		}
 	case running:
 		op.Step(api.PhaseStart, "Starting sandbox %s", sb.Name)
-		if err := m.startContainer(ctx, sb, ""); err != nil {
+		if err := m.run.startContainer(ctx, sb, ""); err != nil {
 			logErr("mark stopped", m.cfg.Store.SetSandboxState(context.WithoutCancel(ctx), sb.ID, metadata.SandboxStopped))
 			return err
 		}
@@ -202,7 +202,7 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref string, req 
 	if err != nil {
 		return nil, err
 	}
-	ck, err := m.resolveSnapshot(ctx, acct, ref)
+	ck, err := m.cfg.Catalog.ResolveSnapshot(ctx, acct, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
-	_, release, err := m.reserveName(ctx, acct.Name, newName)
+	_, release, err := m.ex.reserveName(ctx, acct.Name, newName)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 		if err != nil {
 			return nil, err
 		}
-		return m.Get(ctx, acct.Name, newName)
+		return m.cfg.Catalog.Get(ctx, acct.Name, newName)
 	}), nil
 }
 
@@ -281,11 +281,4 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 		slog.Warn("read source sandbox", "err", err)
 	}
 	return sb
-}
-
-// isLive reports whether cairnd runs sandbox id.
-func (m *Manager) isLive(id string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.live[id] != nil
 }

@@ -17,7 +17,7 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	op, err := s.checkpoints.CreateCheckpoint(r.Context(), s.account(r), r.PathValue("name"), req)
+	op, err := s.rewinds.CreateCheckpoint(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 	}
-	op, err := s.checkpoints.Restore(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"), req)
+	op, err := s.rewinds.Restore(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	op, err := s.snapshots.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req)
+	op, err := s.rewinds.RestoreSnapshot(r.Context(), s.account(r), r.PathValue("ref"), req)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	op, err := s.checkpoints.Fork(r.Context(), s.account(r), r.PathValue("name"), req)
+	op, err := s.rewinds.Fork(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	op, err := s.snapshots.CreateSnapshot(r.Context(), s.account(r), r.PathValue("name"), req)
+	op, err := s.rewinds.CreateSnapshot(r.Context(), s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.snapshots.Snapshots(r.Context(), s.account(r))
+	list, err := s.checkpoints.Snapshots(r.Context(), s.account(r))
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
-	ck, err := s.snapshots.DeleteSnapshot(r.Context(), s.account(r), r.PathValue("ref"))
+	ck, err := s.checkpoints.DeleteSnapshot(r.Context(), s.account(r), r.PathValue("ref"))
 	if err != nil {
 		return err
 	}

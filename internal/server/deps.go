@@ -9,9 +9,11 @@ import (
 )
 
 // The server's dependencies, one small interface per role. cairnd passes
-// its sandbox.Manager for the sandbox roles, its image.Catalog for Images
-// and its operation.Registry for Operations (the assertions are in package
-// daemon); the handler tests pass a fake.
+// its sandbox.Manager for the roles that change sandboxes (Sandboxes,
+// Rewinds, Processes), its catalog.Catalog for those that read them and
+// delete checkpoints (SandboxViews, Checkpoints, Accounts, SandboxScope),
+// its image.Catalog for Images and its operation.Registry for Operations
+// (the assertions are in package daemon); the handler tests pass a fake.
 //
 // Errors carry an API code (package errdefs) and are turned into an HTTP
 // status and the JSON error shape by the server, once. An error without a
@@ -25,21 +27,14 @@ import (
 // Every account and name is passed as the request gave it (the account as
 // the server decided it); validating them is the implementation's job.
 
-// Sandboxes is the lifecycle of the sandboxes of an account.
+// Sandboxes is the lifecycle of the sandboxes of an account (the sandbox
+// manager).
 type Sandboxes interface {
 	// Create validates req and starts an operation that makes and starts
 	// the sandbox; it completes with the api.Sandbox. V01 (bad name), V02
 	// (bad limits or interval), I01 (no such image), L04 (disk limit), S02
 	// (name taken).
 	Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*operation.Op, error)
-	// Get returns the sandbox called name, without its disk usage. S01.
-	Get(ctx context.Context, account, name string) (api.Sandbox, error)
-	// Info returns the sandbox called name with its disk usage. S01.
-	Info(ctx context.Context, account, name string) (api.Sandbox, error)
-	// List returns the account's sandboxes by name, never nil; with a
-	// parent, only those forked from the sandbox of that name. S01 (no
-	// such parent).
-	List(ctx context.Context, account, parent string) ([]api.Sandbox, error)
 	// Start starts an operation that starts a stopped sandbox; it
 	// completes with the api.Sandbox. S01, S03 (running), S05 (busy).
 	Start(ctx context.Context, account, name string) (*operation.Op, error)
@@ -58,14 +53,16 @@ type Sandboxes interface {
 	Configure(ctx context.Context, account, name string, req api.ConfigureSandboxRequest) (api.Sandbox, error)
 }
 
-// Checkpoints are the checkpoints of one sandbox: taking, listing,
-// deleting, restoring, forking and comparing them. ref is a checkpoint's
-// id within the sandbox or its global id.
+// Checkpoints are an account's checkpoints as users see them: those of a
+// sandbox, those named or kept account-wide (snapshots), what changed
+// between two, and their deletion (the catalog).
 type Checkpoints interface {
-	// CreateCheckpoint starts an operation that checkpoints the sandbox; it
-	// completes with the api.Checkpoint. S01, V01 (bad snapshot name), K02
-	// (snapshot name taken).
-	CreateCheckpoint(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error)
+	// Snapshots lists the account's named and automatic checkpoints,
+	// oldest first, never nil.
+	Snapshots(ctx context.Context, account string) ([]api.Checkpoint, error)
+	// DeleteSnapshot deletes the checkpoint ref and returns what it was.
+	// K08, K03.
+	DeleteSnapshot(ctx context.Context, account, ref string) (api.Checkpoint, error)
 	// Checkpoints lists the sandbox's checkpoints, oldest first, never nil;
 	// automatic ones only with includeAuto. S01.
 	Checkpoints(ctx context.Context, account, name string, includeAuto bool) ([]api.Checkpoint, error)
@@ -74,6 +71,31 @@ type Checkpoints interface {
 	// DeleteCheckpoint deletes a checkpoint and frees its space before it
 	// returns. S01, K08, K03 (a sandbox's current checkpoint).
 	DeleteCheckpoint(ctx context.Context, account, name, ref string) error
+	// Diff lists what differs between checkpoint from and checkpoint to
+	// (or the current disk when to is ""), never nil. S01, V02 (no from),
+	// K08.
+	Diff(ctx context.Context, account, name, from, to string) ([]api.DiffEntry, error)
+}
+
+// SandboxViews shows the sandboxes of an account (the catalog).
+type SandboxViews interface {
+	// Get returns the sandbox called name, without its disk usage. S01.
+	Get(ctx context.Context, account, name string) (api.Sandbox, error)
+	// Info returns the sandbox called name with its disk usage. S01.
+	Info(ctx context.Context, account, name string) (api.Sandbox, error)
+	// List returns the account's sandboxes by name, never nil; with a
+	// parent, only those forked from the sandbox of that name. S01 (no
+	// such parent).
+	List(ctx context.Context, account, parent string) ([]api.Sandbox, error)
+}
+
+// Rewinds are the operations that take checkpoints and bring them back:
+// in place, as new sandboxes, or as forks (the sandbox manager).
+type Rewinds interface {
+	// CreateCheckpoint starts an operation that checkpoints the sandbox; it
+	// completes with the api.Checkpoint. S01, V01 (bad snapshot name), K02
+	// (snapshot name taken).
+	CreateCheckpoint(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error)
 	// Restore starts an operation that restores the checkpoint in place,
 	// or as a new sandbox with req.As; it completes with the api.Sandbox.
 	// S01, S05, K08, K04 (memory image bad), R01/R02 (off-site), and with
@@ -89,24 +111,9 @@ type Checkpoints interface {
 	// stopped sandbox), S05, V01, V02, K08, K05 (no memory), K09 (local
 	// copy gone), K04, L04, S02.
 	Fork(ctx context.Context, account, name string, req api.ForkRequest) (*operation.Op, error)
-	// Diff lists what differs between checkpoint from and checkpoint to
-	// (or the current disk when to is ""), never nil. S01, V02 (no from),
-	// K08.
-	Diff(ctx context.Context, account, name, from, to string) ([]api.DiffEntry, error)
-}
-
-// Snapshots are checkpoints named account-wide: by global id, snapshot
-// name or SANDBOX/ID, also those of deleted sandboxes.
-type Snapshots interface {
 	// CreateSnapshot is CreateCheckpoint with a name (a default one if
 	// req.Name is ""). Its codes.
 	CreateSnapshot(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error)
-	// Snapshots lists the account's named and automatic checkpoints,
-	// oldest first, never nil.
-	Snapshots(ctx context.Context, account string) ([]api.Checkpoint, error)
-	// DeleteSnapshot deletes the checkpoint ref and returns what it was.
-	// K08, K03.
-	DeleteSnapshot(ctx context.Context, account, ref string) (api.Checkpoint, error)
 	// RestoreSnapshot starts an operation that restores ref as the new
 	// sandbox req.Name; it completes with the api.Sandbox. K08, V01, S02,
 	// K04, R01/R02, L04.
@@ -166,8 +173,9 @@ type SandboxScope interface {
 // Deps are the parts a Server serves. Every field must be set.
 type Deps struct {
 	Sandboxes   Sandboxes
+	Views       SandboxViews
 	Checkpoints Checkpoints
-	Snapshots   Snapshots
+	Rewinds     Rewinds
 	Processes   Processes
 	Accounts    Accounts
 	Images      Images

@@ -48,7 +48,8 @@ type fake struct {
 var (
 	_ Sandboxes    = (*fake)(nil)
 	_ Checkpoints  = (*fake)(nil)
-	_ Snapshots    = (*fake)(nil)
+	_ SandboxViews = (*fake)(nil)
+	_ Rewinds      = (*fake)(nil)
 	_ Processes    = (*fake)(nil)
 	_ Accounts     = (*fake)(nil)
 	_ Images       = fakeImages{}
@@ -63,7 +64,7 @@ func newFake(t *testing.T) *fake {
 // server returns a Server over f.
 func (f *fake) server() *Server {
 	return New(Deps{
-		Sandboxes: f, Checkpoints: f, Snapshots: f, Processes: f, Accounts: f,
+		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f,
 		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f,
 	}, api.ServerInfo{Version: "test"})
 }

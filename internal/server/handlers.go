@@ -26,7 +26,7 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.sandboxes.List(r.Context(), s.account(r), r.URL.Query().Get("parent"))
+	list, err := s.views.List(r.Context(), s.account(r), r.URL.Query().Get("parent"))
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
-	sb, err := s.sandboxes.Info(r.Context(), s.account(r), r.PathValue("name"))
+	sb, err := s.views.Info(r.Context(), s.account(r), r.PathValue("name"))
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func scopeOf(r *http.Request) scope {
 
 func (s *Server) sbInfo(w http.ResponseWriter, r *http.Request) error {
 	sc := scopeOf(r)
-	sb, err := s.sandboxes.Get(r.Context(), sc.account, sc.name)
+	sb, err := s.views.Get(r.Context(), sc.account, sc.name)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (s *Server) sbCreateCheckpoint(w http.ResponseWriter, r *http.Request) erro
 			return err
 		}
 	}
-	op, err := s.checkpoints.CreateCheckpoint(r.Context(), sc.account, sc.name, req)
+	op, err := s.rewinds.CreateCheckpoint(r.Context(), sc.account, sc.name, req)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Server) sbRestore(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	op, err := s.checkpoints.RestoreFromInside(context.WithoutCancel(r.Context()), sc.account, sc.name, r.PathValue("id"), req)
+	op, err := s.rewinds.RestoreFromInside(context.WithoutCancel(r.Context()), sc.account, sc.name, r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}

@@ -22,8 +22,9 @@ const maxBody = 1 << 20
 // Server serves the API.
 type Server struct {
 	sandboxes   Sandboxes
+	views       SandboxViews
 	checkpoints Checkpoints
-	snapshots   Snapshots
+	rewinds     Rewinds
 	processes   Processes
 	accounts    Accounts
 	images      Images
@@ -37,7 +38,7 @@ type Server struct {
 // set per request).
 func New(d Deps, info api.ServerInfo) *Server {
 	s := &Server{
-		sandboxes: d.Sandboxes, checkpoints: d.Checkpoints, snapshots: d.Snapshots,
+		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, accounts: d.Accounts, images: d.Images,
 		ops: d.Operations, scope: d.Scope, info: info,
 	}

@@ -109,13 +109,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cairn-sandbox/cairn/internal/container"
 )
 
 // Pinned is the gVisor version cairn is built and tested against.
 const Pinned = "gvisor.dev/gvisor/runsc@v0.0.0-20260905035102-160fafc42237"
 
-// ErrNotExist is returned for a container runsc does not know.
-var ErrNotExist = errors.New("container does not exist")
+// ErrNotExist is wrapped by errors about a container runsc does not know.
+var ErrNotExist = container.ErrNotExist
 
 // ErrWrongState is returned when a container's status does not allow the
 // call: pausing one that is not running, resuming one that is not paused.
@@ -153,12 +155,21 @@ func New(binary, stateRoot string) *Runsc {
 // Binary is the path of the runsc in use.
 func (r *Runsc) Binary() string { return r.binary }
 
-func (r *Runsc) globalArgs() []string {
-	return []string{"--root=" + r.stateRoot, "--overlay2=none", "--host-uds=open", "--network=none"}
+// globalArgs are the flags of every runsc call; network is the
+// container's network mode (it matters to run and restore only).
+func (r *Runsc) globalArgs(network container.Network) []string {
+	if network == "" {
+		network = container.NetworkNone
+	}
+	return []string{"--root=" + r.stateRoot, "--overlay2=none", "--host-uds=open", "--network=" + string(network)}
 }
 
 func (r *Runsc) command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, r.binary, append(r.globalArgs(), args...)...)
+	return r.commandNet(ctx, container.NetworkNone, args...)
+}
+
+func (r *Runsc) commandNet(ctx context.Context, network container.Network, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, r.binary, append(r.globalArgs(network), args...)...)
 }
 
 // run runs runsc with args and returns its stdout; its stderr is in the error.
@@ -188,7 +199,10 @@ func (r *Runsc) Start(ctx context.Context, spec Spec) (pid int, err error) {
 
 // launch runs `runsc run` or `runsc restore` detached for spec.
 func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...string) (pid int, err error) {
-	if err := spec.WriteBundle(); err != nil {
+	if !spec.Network.Valid() {
+		return 0, fmt.Errorf("runsc %s: unknown network mode %q", verb, spec.Network)
+	}
+	if err := WriteBundle(spec); err != nil {
 		return 0, err
 	}
 	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -208,7 +222,7 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 	// One call creates and starts the container; --detach returns once it
 	// runs. The sandbox inherits this command's stdio: the log file.
 	args := append([]string{verb, "--detach", "--bundle=" + spec.BundleDir, "--pid-file=" + pidFile}, extra...)
-	cmd := r.command(ctx, append(args, spec.ID)...)
+	cmd := r.commandNet(ctx, spec.Network, append(args, spec.ID)...)
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for cairnd must not reach the sandbox.
@@ -269,8 +283,8 @@ func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, leaveRunnin
 }
 
 // Status is a container's state as runsc reports it: "created", "running",
-// "paused" or "stopped".
-type Status string
+// "paused" or "stopped" (package container's states).
+type Status = container.Status
 
 // State returns the status and host pid of container id, or ErrNotExist.
 func (r *Runsc) State(ctx context.Context, id string) (Status, int, error) {

@@ -5,29 +5,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cairn-sandbox/cairn/internal/container"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Spec says how to run one sandbox.
-type Spec struct {
-	ID          string   // container id; the sandbox id
-	Hostname    string   // the sandbox's name
-	Root        string   // root file system: the sandbox's writable subvolume
-	Args        []string // init's argv: cairn-init
-	Env         []string
-	Mounts      []Mount
-	CPUs        float64 // 0: no limit
-	MemoryBytes int64   // 0: no limit beyond the host's
-	BundleDir   string  // where config.json and the pid file are written
-	LogPath     string  // file that receives init's stdout and stderr
-}
-
-// Mount binds a host path into the sandbox.
-type Mount struct {
-	Source      string
-	Destination string
-	ReadOnly    bool
-}
+// Spec and Mount are cairn's own (package container): the driver turns
+// them into runsc's terms.
+type (
+	Spec  = container.Spec
+	Mount = container.Mount
+)
 
 // capabilities of the sandbox's init: Docker's default set, enough for
 // package managers, plus CAP_SYS_ADMIN, which cairn-init keeps for itself
@@ -40,7 +27,7 @@ var capabilities = []string{
 	"CAP_SYS_ADMIN",
 }
 
-func (s Spec) oci() *specs.Spec {
+func oci(s Spec) *specs.Spec {
 	caps := &specs.LinuxCapabilities{
 		Bounding: capabilities, Effective: capabilities, Permitted: capabilities,
 	}
@@ -90,11 +77,11 @@ func (s Spec) oci() *specs.Spec {
 }
 
 // WriteBundle writes the OCI bundle (config.json) for s into s.BundleDir.
-func (s Spec) WriteBundle() error {
+func WriteBundle(s Spec) error {
 	if err := os.MkdirAll(s.BundleDir, 0o700); err != nil {
 		return err
 	}
-	cfg, err := json.MarshalIndent(s.oci(), "", "  ")
+	cfg, err := json.MarshalIndent(oci(s), "", "  ")
 	if err != nil {
 		return err
 	}

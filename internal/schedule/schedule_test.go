@@ -1,4 +1,4 @@
-package sandbox
+package schedule
 
 import (
 	"testing"
@@ -51,7 +51,7 @@ func TestIntervalCheckpointsFollowTheClockAndTheDisk(t *testing.T) {
 }
 
 func TestDeletedSandboxCheckpointsLastFourteenDays(t *testing.T) {
-	m := &Manager{}
+	m := &Scheduler{}
 	deleted := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	cks := []metadata.Checkpoint{
 		{ID: "a", Trigger: api.TriggerInterval, CreatedAt: deleted.Add(-48 * time.Hour)},

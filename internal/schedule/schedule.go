@@ -1,4 +1,12 @@
-package sandbox
+// Package schedule runs cairn's clock-driven work: every TickEvery it takes
+// the interval checkpoints that are due (the interval passed and the disk
+// changed since the newest checkpoint) and applies the retention policy
+// (package checkpoint's Retain, a pure function) to automatic checkpoints,
+// deleting those of sandboxes deleted more than 14 days ago. It decides;
+// the sandbox manager takes the checkpoints and the catalog deletes them.
+// Everything it decides is derived from the stored checkpoints and the
+// clock, so a restarted cairnd neither misses nor doubles a checkpoint.
+package schedule
 
 import (
 	"context"
@@ -8,21 +16,49 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/checkpoint"
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
-	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
-	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 // TickEvery is how often the scheduler looks at every sandbox.
 const TickEvery = 10 * time.Second
 
-// RunScheduler takes interval checkpoints and applies retention every
+// Checkpointer takes a sandbox's interval checkpoint once it is due
+// (sandbox.Manager): it skips a sandbox that another operation holds.
+type Checkpointer interface {
+	IntervalCheckpoint(ctx context.Context, sb metadata.Sandbox) error
+}
+
+// Expirer deletes a checkpoint retention gave up (catalog.Catalog).
+type Expirer interface {
+	Expire(ctx context.Context, ck metadata.Checkpoint) error
+}
+
+// Config is what a Scheduler needs.
+type Config struct {
+	Store       metadata.Store
+	Pool        *volume.Pool // the roots' and images' change markers
+	Checkpoints Checkpointer
+	Expirer     Expirer
+	Now         func() time.Time
+}
+
+// Scheduler is the clock-driven work of one cairnd.
+type Scheduler struct{ cfg Config }
+
+// New returns a scheduler.
+func New(cfg Config) *Scheduler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Scheduler{cfg: cfg}
+}
+
+// Run takes interval checkpoints and applies retention every
 // TickEvery until ctx ends. Everything it decides is derived from the
 // stored checkpoints and the clock, so a restarted cairnd neither misses
 // nor doubles a checkpoint.
-func (m *Manager) RunScheduler(ctx context.Context) {
+func (m *Scheduler) Run(ctx context.Context) {
 	t := time.NewTicker(TickEvery)
 	defer t.Stop()
 	for {
@@ -37,8 +73,8 @@ func (m *Manager) RunScheduler(ctx context.Context) {
 	}
 }
 
-// Tick runs one pass of the scheduler at the manager's clock's now.
-func (m *Manager) Tick(ctx context.Context) error {
+// Tick runs one pass at the scheduler's clock's now.
+func (m *Scheduler) Tick(ctx context.Context) error {
 	now := m.cfg.Now()
 	sandboxes, err := m.cfg.Store.AllSandboxes(ctx)
 	if err != nil {
@@ -62,7 +98,7 @@ func IntervalDue(last time.Time, every time.Duration, now time.Time, changed boo
 }
 
 // intervalCheckpoint takes sb's interval checkpoint if it is due.
-func (m *Manager) intervalCheckpoint(ctx context.Context, sb metadata.Sandbox, now time.Time) error {
+func (m *Scheduler) intervalCheckpoint(ctx context.Context, sb metadata.Sandbox, now time.Time) error {
 	last := sb.CreatedAt
 	latest, err := m.cfg.Store.LatestCheckpoint(ctx, sb.ID)
 	if err == nil {
@@ -84,33 +120,14 @@ func (m *Manager) intervalCheckpoint(ctx context.Context, sb metadata.Sandbox, n
 	if !IntervalDue(last, sb.AutoCheckpoint, now, cur != base) {
 		return nil
 	}
-	l, err := m.cfg.Leases.Acquire(ctx, sandboxResource(sb.ID), lease.Options{Exclusive: true, Purpose: purposeCheckpoint})
-	if errors.Is(err, metadata.ErrConflict) {
-		return nil // a checkpoint or lifecycle operation runs; next tick
-	} else if err != nil {
-		return err
-	}
-	defer m.release(l)
-	op := m.cfg.Ops.Start("checkpoint.auto", "sandbox/"+sb.Name, func(ctx context.Context, op *operation.Op) (any, error) {
-		ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerInterval}, op)
-		m.noteAuto(sb.ID, api.TriggerInterval, err)
-		if err != nil {
-			if errdefs.Is(err, api.CodeDiskLimit) {
-				slog.Warn("interval checkpoint skipped: disk limit reached", "sandbox", sb.Name)
-			}
-			return nil, err
-		}
-		return ck.Seq, nil
-	})
-	_, err = op.Wait(ctx)
-	return err
+	return m.cfg.Checkpoints.IntervalCheckpoint(ctx, sb)
 }
 
 // baselineMarker is the change marker of the state sb's disk is compared
 // with: its newest checkpoint, else the checkpoint it was made from, else
 // its image. A sandbox nobody wrote to has the same marker as its source
 // (cairn itself writes nothing into a new root).
-func (m *Manager) baselineMarker(ctx context.Context, sb metadata.Sandbox, latest metadata.Checkpoint) (uint64, error) {
+func (m *Scheduler) baselineMarker(ctx context.Context, sb metadata.Sandbox, latest metadata.Checkpoint) (uint64, error) {
 	if latest.ID != "" {
 		return latest.RootGeneration, nil
 	}
@@ -126,7 +143,7 @@ func (m *Manager) baselineMarker(ctx context.Context, sb metadata.Sandbox, lates
 // checkpoint.Retain, and deletes those of sandboxes deleted more than 14
 // days ago. Manual and named checkpoints, and current ones, are never
 // deleted.
-func (m *Manager) applyRetention(ctx context.Context, sandboxes []metadata.Sandbox, live map[string]bool, now time.Time) error {
+func (m *Scheduler) applyRetention(ctx context.Context, sandboxes []metadata.Sandbox, live map[string]bool, now time.Time) error {
 	accounts, err := m.cfg.Store.ListAccounts(ctx)
 	if err != nil {
 		return err
@@ -166,7 +183,7 @@ func (m *Manager) applyRetention(ctx context.Context, sandboxes []metadata.Sandb
 // retentionVictims returns the automatic checkpoints of one sandbox that
 // retention removes. For a deleted sandbox: all of them once 14 days have
 // passed since its final checkpoint, none before.
-func (m *Manager) retentionVictims(sbID string, cks []metadata.Checkpoint, alive bool, now time.Time) []metadata.Checkpoint {
+func (m *Scheduler) retentionVictims(sbID string, cks []metadata.Checkpoint, alive bool, now time.Time) []metadata.Checkpoint {
 	if !alive {
 		deletedAt := cks[len(cks)-1].CreatedAt
 		for _, ck := range cks {
@@ -193,7 +210,7 @@ func (m *Manager) retentionVictims(sbID string, cks []metadata.Checkpoint, alive
 }
 
 // expire deletes a checkpoint retention gave up.
-func (m *Manager) expire(ctx context.Context, ck metadata.Checkpoint) error {
+func (m *Scheduler) expire(ctx context.Context, ck metadata.Checkpoint) error {
 	slog.Info("retention: deleting checkpoint", "sandbox", ck.SandboxName, "id", ck.Seq, "created", ck.CreatedAt)
-	return m.deleteCheckpoint(ctx, ck)
+	return m.cfg.Expirer.Expire(ctx, ck)
 }

@@ -1,0 +1,283 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/checkpoint"
+	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/lease"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// findCheckpoint returns sandbox sb's checkpoint with the per-sandbox id
+// (v3, auto-…) or the account-wide id ref.
+func (c *Catalog) findCheckpoint(ctx context.Context, sb metadata.Sandbox, ref string) (metadata.Checkpoint, error) {
+	ck, err := c.cfg.Store.CheckpointBySeq(ctx, sb.ID, ref)
+	if errors.Is(err, metadata.ErrNotFound) {
+		ck, err = c.cfg.Store.CheckpointByID(ctx, ref)
+		if err == nil && ck.SandboxID != sb.ID {
+			err = metadata.ErrNotFound
+		}
+	}
+	if errors.Is(err, metadata.ErrNotFound) {
+		return ck, errdefs.New(api.CodeNoCheckpoint, "sandbox %s has no checkpoint %q (see `cairn checkpoint list %s`)", sb.Name, ref, sb.Name)
+	}
+	return ck, err
+}
+
+// resolveSnapshot finds a checkpoint named account-wide: its global id, its
+// snapshot name, or SANDBOX/ID.
+func (c *Catalog) resolveSnapshot(ctx context.Context, acct metadata.Account, ref string) (metadata.Checkpoint, error) {
+	notFound := errdefs.New(api.CodeNoCheckpoint, "no checkpoint or snapshot %q in your account", ref)
+	if sbName, seq, ok := strings.Cut(ref, "/"); ok {
+		sb, err := c.cfg.Store.SandboxByName(ctx, acct.ID, sbName)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return metadata.Checkpoint{}, notFound
+		} else if err != nil {
+			return metadata.Checkpoint{}, err
+		}
+		ck, err := c.cfg.Store.CheckpointBySeq(ctx, sb.ID, seq)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return ck, notFound
+		}
+		return ck, err
+	}
+	ck, err := c.cfg.Store.CheckpointByName(ctx, acct.ID, ref)
+	if errors.Is(err, metadata.ErrNotFound) {
+		ck, err = c.cfg.Store.CheckpointByID(ctx, ref)
+		if err == nil && ck.AccountID != acct.ID {
+			err = metadata.ErrNotFound
+		}
+	}
+	if errors.Is(err, metadata.ErrNotFound) {
+		return ck, notFound
+	}
+	return ck, err
+}
+
+// checkpointView turns a stored checkpoint into its API form; usage may be
+// nil (sizes then stay zero).
+func (c *Catalog) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, usage *disks.Usage) api.Checkpoint {
+	out := api.Checkpoint{
+		ID: ck.Seq, GlobalID: ck.ID, Sandbox: ck.SandboxName, Name: ck.Name, Trigger: ck.Trigger,
+		Consistency: ck.Consistency, Comment: ck.Comment, Label: ck.Label, HasMemory: ck.HasMemory,
+		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
+	}
+	out.Offsite, out.OffsiteDetail = c.offsiteStatus(ck)
+	if usage != nil {
+		out.SizeExclusive, out.SizeTotal = usage.Checkpoint(ck)
+	}
+	return out
+}
+
+// Checkpoints lists the checkpoints of the sandbox called name, oldest
+// first; automatic ones only with includeAuto.
+func (c *Catalog) Checkpoints(ctx context.Context, account, name string, includeAuto bool) ([]api.Checkpoint, error) {
+	acct, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.cfg.Store.ListCheckpoints(ctx, acct.ID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: includeAuto})
+	if err != nil {
+		return nil, err
+	}
+	usage, err := c.cfg.Disks.Usage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Checkpoint, 0, len(rows))
+	for _, ck := range rows {
+		out = append(out, c.checkpointView(sb, ck, &usage))
+	}
+	return out, nil
+}
+
+// Checkpoint returns one checkpoint of the sandbox called name.
+func (c *Catalog) Checkpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error) {
+	_, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	ck, err := c.findCheckpoint(ctx, sb, ref)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	usage, err := c.cfg.Disks.Usage(ctx)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	return c.checkpointView(sb, ck, &usage), nil
+}
+
+// DeleteCheckpoint deletes a checkpoint of the sandbox called name and
+// frees its space before returning. A sandbox's current checkpoint cannot
+// be deleted.
+func (c *Catalog) DeleteCheckpoint(ctx context.Context, account, name, ref string) error {
+	_, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return err
+	}
+	ck, err := c.findCheckpoint(ctx, sb, ref)
+	if err != nil {
+		return err
+	}
+	return c.deleteCheckpoint(ctx, ck)
+}
+
+// deleteCheckpoint deletes ck, queued behind whatever holds its sandbox
+// (if the sandbox still exists), and refreshes what the sandbox browses.
+func (c *Catalog) deleteCheckpoint(ctx context.Context, ck metadata.Checkpoint) error {
+	sb, err := c.cfg.Store.SandboxByID(ctx, ck.SandboxID)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return err
+	}
+	if sb.ID != "" {
+		l, err := c.queue(ctx, sb, lease.PurposeCheckpoint)
+		if err != nil {
+			return err
+		}
+		defer c.release(l)
+	}
+	if err := c.cfg.Disks.Delete(ctx, ck); err != nil {
+		return err
+	}
+	c.offsiteChanged() // its manifest goes from the locations too
+	if sb.ID != "" {
+		c.publish(ctx, sb) // the next newest checkpoint (if any) becomes browsable
+	}
+	return nil
+}
+
+// Diff lists what differs between checkpoint from and checkpoint to of the
+// sandbox called name, or its current disk when to is "".
+func (c *Catalog) Diff(ctx context.Context, account, name, from, to string) ([]api.DiffEntry, error) {
+	_, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	if from == "" {
+		return nil, errdefs.New(api.CodeInvalidArgument, "diff needs a checkpoint to compare from")
+	}
+	a, err := c.findCheckpoint(ctx, sb, from)
+	if err != nil {
+		return nil, err
+	}
+	ha, err := c.cfg.Disks.Open(ctx, a, disks.PurposeDiff)
+	if err != nil {
+		return nil, errdefs.Wrap(api.CodeLocalGone, err, "diff from %s", a.Seq)
+	}
+	defer ha.Release()
+	fromPath, toPath := ha.Disk, c.cfg.Pool.SandboxPath(sb.ID)
+	if to != "" {
+		b, err := c.findCheckpoint(ctx, sb, to)
+		if err != nil {
+			return nil, err
+		}
+		hb, err := c.cfg.Disks.Open(ctx, b, disks.PurposeDiff)
+		if err != nil {
+			return nil, errdefs.Wrap(api.CodeLocalGone, err, "diff to %s", b.Seq)
+		}
+		defer hb.Release()
+		toPath = hb.Disk
+	} else {
+		// The root stays in place meanwhile: a restore waits.
+		l, err := c.queue(ctx, sb, lease.PurposeDiff)
+		if err != nil {
+			return nil, err
+		}
+		defer c.release(l)
+	}
+	changes, err := checkpoint.Diff(ctx, fromPath, toPath)
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	out := make([]api.DiffEntry, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, api.DiffEntry{Path: c.Path, Kind: c.Kind, What: c.What, Mode: c.Mode})
+	}
+	return out, nil
+}
+
+// diskUsage returns what a sandbox's root and its checkpoints alone hold.
+func (c *Catalog) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.DiskUsage, error) {
+	usage, err := c.cfg.Disks.Usage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cks, err := c.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
+	if err != nil {
+		return nil, err
+	}
+	du := &api.DiskUsage{Sandbox: usage.Root(sb.ID), CheckpointCount: len(cks)}
+	for _, ck := range cks {
+		excl, _ := usage.Checkpoint(ck)
+		du.Checkpoints += excl
+	}
+	return du, nil
+}
+
+// Snapshots lists every named and automatic checkpoint of the account,
+// those of deleted sandboxes included, oldest first.
+func (c *Catalog) Snapshots(ctx context.Context, account string) ([]api.Checkpoint, error) {
+	acct, err := c.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.cfg.Store.ListCheckpoints(ctx, acct.ID, metadata.CheckpointFilter{IncludeAuto: true})
+	if err != nil {
+		return nil, err
+	}
+	usage, err := c.cfg.Disks.Usage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sandboxes := map[string]metadata.Sandbox{}
+	out := []api.Checkpoint{}
+	for _, ck := range rows {
+		if ck.Trigger == api.TriggerManual && ck.Name == "" {
+			continue
+		}
+		sb, ok := sandboxes[ck.SandboxID]
+		if !ok {
+			sb, err = c.cfg.Store.SandboxByID(ctx, ck.SandboxID)
+			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+				return nil, err
+			}
+			sandboxes[ck.SandboxID] = sb
+		}
+		v := c.checkpointView(sb, ck, &usage)
+		v.SandboxDeleted = sb.ID == ""
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// DeleteSnapshot deletes a checkpoint named account-wide (global id,
+// snapshot name or SANDBOX/ID), also one of a deleted sandbox.
+func (c *Catalog) DeleteSnapshot(ctx context.Context, account, ref string) (api.Checkpoint, error) {
+	acct, err := c.cfg.Store.AccountByName(ctx, account)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	ck, err := c.resolveSnapshot(ctx, acct, ref)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	if err := c.deleteCheckpoint(ctx, ck); err != nil {
+		return api.Checkpoint{}, err
+	}
+	return c.checkpointView(metadata.Sandbox{}, ck, nil), nil
+}
+
+// offsiteStatus is checkpoint ck's off-site state for its API view.
+func (c *Catalog) offsiteStatus(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
+	if c.cfg.Offsite == nil {
+		return api.OffsiteOff, nil
+	}
+	return c.cfg.Offsite.Status(ck)
+}
