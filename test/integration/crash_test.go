@@ -117,6 +117,7 @@ type crashRun struct {
 	seed    int64
 	names   []string
 	marks   map[string]string           // checkpoint global id → its /root/mark
+	pending map[string][]string         // checkpoint global id → the marks it may hold, until it is seen
 	written map[string][]string         // sandbox → every mark its disk has held
 	cur     map[string]string           // sandbox → its /root/mark now
 	known   map[string][]api.Checkpoint // sandbox → its checkpoints at the last check
@@ -163,6 +164,7 @@ func TestCrashTrials(t *testing.T) {
 		t: t, d: d, rng: rand.New(rand.NewSource(seed)), seed: seed,
 		names:   []string{"crash-a", "crash-b"},
 		marks:   map[string]string{},
+		pending: map[string][]string{},
 		written: map[string][]string{},
 		cur:     map[string]string{},
 		known:   map[string][]api.Checkpoint{},
