@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/client"
 )
 
 // The crash trials kill cairnd with SIGKILL at random moments of the
@@ -135,8 +136,9 @@ type crashStats struct {
 	restartedByTest            int // sandboxes found stopped and started again
 	restoreRounds, restores    int
 	restoreTime                time.Duration
-	trialTimes                 []time.Duration
-	logWarnings                map[string]int // WARN and ERROR messages of cairnd, by message
+	trialTimes                 []time.Duration // each trial, from its pick to the end of its checks
+	restartTimes, checkTimes   []time.Duration // of which cairnd's start, and the checks
+	logWarnings                map[string]int  // WARN and ERROR messages of cairnd, by message
 	start                      time.Time
 }
 
@@ -176,10 +178,13 @@ func TestCrashTrials(t *testing.T) {
 		start := time.Now()
 		tr := r.pick(n)
 		r.run(tr)
+		checked := time.Now()
 		r.check(tr)
+		r.stats.checkTimes = append(r.stats.checkTimes, time.Since(checked))
 		r.stats.trialTimes = append(r.stats.trialTimes, time.Since(start))
 		r.history = append(r.history, tr.String())
-		t.Logf("%s; checked in %v", tr, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s; %v (restart %v, checks %v)", tr, time.Since(start).Round(time.Millisecond),
+			r.stats.restartTimes[len(r.stats.restartTimes)-1].Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 		if n%crashRestoreEvery == 0 && n != trials {
 			r.restoreAll(fmt.Sprintf("after trial %d", n))
 		}
@@ -287,7 +292,9 @@ func (r *crashRun) pick(n int) *trial {
 // kills cairnd with SIGKILL at the trial's moment and starts it again.
 func (r *crashRun) run(tr *trial) {
 	d := r.d
-	d.sh(tr.sandbox, "echo "+tr.mark+" > /root/mark && sync")
+	if _, err := d.execOut(crashExecDeadline, tr.sandbox, "/bin/sh", "-c", "echo "+tr.mark+" > /root/mark && sync"); err != nil {
+		r.fatalf(tr, "writing the trial's mark before the operation: %v", err)
+	}
 	r.written[tr.sandbox] = append(r.written[tr.sandbox], tr.mark)
 	r.stats.trials[tr.act]++
 	if tr.viaCLI {
@@ -337,7 +344,9 @@ func (r *crashRun) run(tr *trial) {
 		r.fatalf(tr, "%s failed before cairnd was killed (it should have worked): %v", opOf(tr), tr.answer.err)
 	}
 	tr.logFrom = d.logSize()
+	t0 := time.Now()
 	d.start()
+	r.stats.restartTimes = append(r.stats.restartTimes, time.Since(t0))
 	r.stats.daemonRestarts++
 }
 
@@ -395,27 +404,32 @@ func (r *crashRun) operate(tr *trial) crashAnswer {
 }
 
 // cliErr runs the CLI and returns its stdout, or an error with its exit
-// code and stderr. Unlike cli, it may run on any goroutine.
+// code and output. Unlike cli, it may run on any goroutine.
 func (d *daemon) cliErr(args ...string) (string, error) {
-	return d.cliTimeout(0, args...)
-}
-
-// cliTimeout is cliErr that kills the CLI after timeout (0: never).
-func (d *daemon) cliTimeout(timeout time.Duration, args ...string) (string, error) {
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "cairn"), append([]string{"--socket", d.socket}, args...)...)
+	cmd := exec.Command(filepath.Join(binDir, "cairn"), append([]string{"--socket", d.socket}, args...)...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("no answer within %v", timeout)
-		}
 		return o.String(), fmt.Errorf("cairn %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(e.String()+" "+o.String()))
+	}
+	return o.String(), nil
+}
+
+// execOut runs argv in sandbox name through the Go client and returns its
+// stdout; an exit code other than 0 is an error with its stderr. Unlike
+// sh, it may run on any goroutine.
+func (d *daemon) execOut(timeout time.Duration, name string, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var o, e bytes.Buffer
+	st, err := d.client.Exec(ctx, name, api.ExecRequest{Command: argv}, client.ExecIO{Stdout: &o, Stderr: &e})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return o.String(), fmt.Errorf("exec %q in %s: no answer within %v", argv, name, timeout)
+	case err != nil:
+		return o.String(), fmt.Errorf("exec %q in %s: %w", argv, name, err)
+	case st.Code != 0:
+		return o.String(), fmt.Errorf("exec %q in %s: exit %d: %s", argv, name, st.Code, strings.TrimSpace(e.String()))
 	}
 	return o.String(), nil
 }
@@ -432,6 +446,9 @@ func (r *crashRun) failf(where string, n int, format string, args ...any) {
 	last := r.history
 	if len(last) > 5 {
 		last = last[len(last)-5:]
+	}
+	if len(last) == 0 {
+		last = []string{"(none)"}
 	}
 	r.t.Fatalf("%s\n  FAILED: %s\n  seed %d (rerun: CAIRN_CRASH_SEED=%d CAIRN_CRASH_TRIALS=%d); the trials before it:\n    %s\n  pool subvolumes:\n    %s",
 		where, fmt.Sprintf(format, args...), r.seed, r.seed, n, strings.Join(last, "\n    "), strings.Join(r.d.subvolumes(), "\n    "))
@@ -509,16 +526,21 @@ func (r *crashRun) report() {
 	t.Logf("  memory checkpoints asked for: %d", s.memory)
 	t.Logf("  cairnd restarts: %d; sandboxes adopted at start: %d, started again by cairnd: %d, found stopped and started by the test: %d",
 		s.daemonRestarts, s.adopted, s.restartedByCairnd, s.restartedByTest)
-	if n := len(s.trialTimes); n > 0 {
-		times := slices.Clone(s.trialTimes)
-		slices.Sort(times)
-		var sum time.Duration
-		for _, d := range times {
-			sum += d
+	for _, f := range []struct {
+		what  string
+		times []time.Duration
+	}{{"time per trial", s.trialTimes}, {"  of which cairnd's restart", s.restartTimes}, {"  of which the checks", s.checkTimes}} {
+		if n := len(f.times); n > 0 {
+			times := slices.Clone(f.times)
+			slices.Sort(times)
+			var sum time.Duration
+			for _, d := range times {
+				sum += d
+			}
+			t.Logf("  %s: mean %v, median %v, p90 %v, max %v", f.what,
+				(sum / time.Duration(n)).Round(time.Millisecond), times[n/2].Round(time.Millisecond),
+				times[n*9/10].Round(time.Millisecond), times[n-1].Round(time.Millisecond))
 		}
-		t.Logf("  time per trial (kill, restart, checks): mean %v, median %v, p90 %v, max %v",
-			(sum / time.Duration(n)).Round(time.Millisecond), times[n/2].Round(time.Millisecond),
-			times[n*9/10].Round(time.Millisecond), times[n-1].Round(time.Millisecond))
 	}
 	if s.restores > 0 {
 		t.Logf("  restore-every-checkpoint rounds: %d, %d restores as new, %v each on average", s.restoreRounds, s.restores, (s.restoreTime / time.Duration(s.restores)).Round(time.Millisecond))
