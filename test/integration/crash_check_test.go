@@ -82,8 +82,9 @@ func (r *crashRun) execMark(tr *trial, name string) string {
 			name, crashExecDeadline, sb.State, sb.AgentConnected, sb.Container, err)
 	}
 	var reasons []string
+	about := regexp.MustCompile(`\bsandbox=` + regexp.QuoteMeta(name) + `(\s|$)`)
 	for _, line := range d.logSince(tr.logFrom) {
-		if strings.Contains(line, "sandbox="+name+" ") && (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")) {
+		if about.MatchString(line) && logMsg.MatchString(line) {
 			reasons = append(reasons, line)
 		}
 	}
@@ -454,7 +455,16 @@ func (r *crashRun) deleteAll() {
 			r.failf("at the end", len(r.history), "checkpoint %s of deleted sandbox %s (trigger %s) is gone from snapshot list; a deleted sandbox's automatic checkpoints are kept 14 days", ck.ID, ck.Sandbox, ck.Trigger)
 		}
 	}
-	for _, path := range d.subvolumes() {
+	// Uploads of the final checkpoints work in temporary subvolumes: wait
+	// for them to end.
+	var subvolumes []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		subvolumes = d.subvolumes()
+		if !slices.ContainsFunc(subvolumes, func(p string) bool { return strings.HasPrefix(p, "tmp/") }) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, path := range subvolumes {
 		parts := strings.Split(path, "/")
 		if parts[0] == "images" {
 			continue
@@ -466,6 +476,10 @@ func (r *crashRun) deleteAll() {
 		if !owned {
 			r.failf("at the end", len(r.history), "subvolume %s of the pool belongs to no checkpoint that remains", path)
 		}
+	}
+	var left []api.Sandbox
+	if out := d.mustCLI("--json", "list"); json.Unmarshal([]byte(out), &left) != nil || len(left) != 0 {
+		r.failf("at the end", len(r.history), "cairn list shows sandboxes after every sandbox was deleted: %s", out)
 	}
 	var acct api.AccountInfo
 	if err := json.Unmarshal([]byte(d.mustCLI("--json", "account")), &acct); err != nil {
