@@ -159,7 +159,7 @@ func TestCrashTrials(t *testing.T) {
 		}
 		seed = n
 	}
-	t.Logf("%d trials, seed %d (CAIRN_CRASH_SEED=%d repeats the choices; the timing of the kills varies)", trials, seed, seed)
+	t.Logf("%d trials, seed %d (CAIRN_CRASH_SEED=%d repeats the choices as long as the kills land alike: their timing varies)", trials, seed, seed)
 
 	d := startDaemon(t)
 	r := &crashRun{
