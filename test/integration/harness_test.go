@@ -131,7 +131,7 @@ func (d *daemon) start() {
 		}
 		select {
 		case <-d.exited:
-			d.t.Fatalf("cairnd exited at start: %v\n%s", waitErr, d.logText())
+			d.t.Fatalf("cairnd exited at start: %v\n%s%s", waitErr, d.logText(), d.lockHolders())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -139,6 +139,25 @@ func (d *daemon) start() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lockHolders names the processes that have cairnd's data-dir lock file
+// open, for the message of a start that found it taken.
+func (d *daemon) lockHolders() string {
+	lock := filepath.Join(d.dataDir, "cairnd.lock")
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	var out []string
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && target == lock {
+			pid := strings.Split(fd, "/")[2]
+			cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			out = append(out, fmt.Sprintf("pid %s (%s)", pid, strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " ")))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "\n" + lock + " is open in: " + strings.Join(out, ", ")
 }
 
 // kill stops cairnd with sig (SIGKILL: a crash) and waits until it is gone.
