@@ -16,7 +16,7 @@ type Spec struct {
 	Args     []string // init's argv: cairn-init
 	Env      []string
 	Mounts   []Mount
-	Options         // the sandbox's own settings
+	Options  // the sandbox's own settings
 	// BundleDir is where the runtime may write its files for this
 	// container (an OCI bundle, a pid file).
 	BundleDir string

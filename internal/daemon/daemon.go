@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 
-	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Now: time.Now}).Run(opsCtx)
+	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk, Now: time.Now}).Run(opsCtx)
 	go offsiteSvc.Run(opsCtx)
 
 	ln, err := listen(cfg.Socket)

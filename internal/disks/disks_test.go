@@ -196,6 +196,28 @@ func TestALeaseOfADeadDaemonIsReclaimedAtStart(t *testing.T) {
 	}
 }
 
+func TestAnExpiredLeaseOfAnotherHolderNoLongerKeepsADisk(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ck := f.take(api.TriggerManual)
+	// Another host's reader that stopped renewing: its lease runs out.
+	if _, err := f.store.AcquireLease(ctx, metadata.Lease{ID: "gone", Resource: resourceOf(ck.ID), Owner: "host/other/1",
+		Purpose: PurposeRestore, Expires: time.Now().Add(300 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.Delete(ctx, ck); err != nil {
+		t.Fatal(err)
+	}
+	if !f.exists(ck.DiskPath) {
+		t.Fatal("the disk was freed while another host's lease was live")
+	}
+	time.Sleep(400 * time.Millisecond)
+	f.restart() // not this host's lease: only its expiry frees the disk
+	if f.exists(ck.DiskPath) {
+		t.Fatal("an expired lease still keeps the disk after the restart")
+	}
+}
+
 func TestSweepRemovesOnlyDisksNoRowNames(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()

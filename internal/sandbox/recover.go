@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/container"
@@ -75,6 +76,11 @@ func (m *Manager) recoverOne(ctx context.Context, sb metadata.Sandbox, name stri
 // adopt takes over a running container: the agent socket is opened again
 // (cairn-init re-dials it within a second) and the row says running.
 func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, pid int) error {
+	// What it browses is published again: a crash may have come between a
+	// checkpoint's row and the refresh of the view.
+	if err := m.cfg.Disks.Publish(ctx, sb); err != nil {
+		logErr("recover: refresh /.cairn/checkpoints", err, "sandbox", sb.Name)
+	}
 	inst, err := m.run.openSockets(sb)
 	if err != nil {
 		return err
@@ -87,7 +93,44 @@ func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, p
 		}
 	}
 	slog.Info("recover: adopted running sandbox", "sandbox", sb.Name, "id", sb.ID, "container", name)
+	go m.checkAdopted(sb, inst)
 	return nil
+}
+
+// adoptWait is how long an adopted sandbox's cairn-init has to dial back
+// (it re-dials within a second of the socket opening again).
+const adoptWait = 5 * time.Second
+
+// checkAdopted makes sure an adopted container's cairn-init dials back. A
+// container whose processes a crash left killed (cairnd died in the middle
+// of a restore in place, after it killed the old processes) still runs as
+// far as runsc can tell, but nobody will ever answer in it: it is removed
+// and the sandbox starts again from its disk, as after a host reboot.
+func (m *Manager) checkAdopted(sb metadata.Sandbox, inst *instance) {
+	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
+	err := inst.agent.WaitConnected(ctx)
+	cancel()
+	if err == nil || m.cfg.Instances.get(sb.ID) != inst {
+		return // it answers, or something else replaced it meanwhile
+	}
+	l, err := m.ex.exclusive(context.Background(), sb, api.StateStarting)
+	if err != nil {
+		return // a lifecycle operation runs on it: it decides
+	}
+	defer m.ex.release(l)
+	if m.cfg.Instances.get(sb.ID) != inst {
+		return
+	}
+	slog.Warn("recover: the adopted sandbox's cairn-init did not dial back; starting it again from its disk", "sandbox", sb.Name, "container", inst.container)
+	ctx = context.Background()
+	if err := m.run.removeContainer(ctx, sb); err != nil {
+		slog.Error("recover: remove the silent container", "sandbox", sb.Name, "err", err)
+		return
+	}
+	if err := m.run.startContainer(ctx, sb, ""); err != nil {
+		slog.Error("recover: start failed; marking stopped", "sandbox", sb.Name, "err", err)
+		logErr("recover: mark stopped", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped))
+	}
 }
 
 // restartInBackground starts a sandbox that should run; execs wait for it.

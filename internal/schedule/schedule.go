@@ -34,8 +34,16 @@ type Expirer interface {
 	Expire(ctx context.Context, ck metadata.Checkpoint) error
 }
 
+// Collector frees the disks of deleted checkpoints once no live lease
+// holds them (disks.Disks): a holder elsewhere that died without releasing
+// its lease lets go when the lease expires.
+type Collector interface {
+	Collect(ctx context.Context) error
+}
+
 // Config is what a Scheduler needs.
 type Config struct {
+	Disks       Collector // nil: nothing to collect
 	Store       metadata.Store
 	Pool        *volume.Pool // the roots' and images' change markers
 	Checkpoints Checkpointer
@@ -87,7 +95,13 @@ func (m *Scheduler) Tick(ctx context.Context) error {
 			slog.Warn("interval checkpoint", "sandbox", sb.Name, "err", err)
 		}
 	}
-	return m.applyRetention(ctx, sandboxes, live, now)
+	if err := m.applyRetention(ctx, sandboxes, live, now); err != nil {
+		return err
+	}
+	if m.cfg.Disks != nil {
+		return m.cfg.Disks.Collect(ctx)
+	}
+	return nil
 }
 
 // IntervalDue reports whether an interval checkpoint is due: the interval

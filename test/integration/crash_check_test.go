@@ -407,6 +407,11 @@ func (r *crashRun) deleteAll() {
 	if c := d.containers(); len(c) != 0 {
 		r.failf("at the end", len(r.history), "after every sandbox was deleted runsc still has containers %v", c)
 	}
+	for _, id := range ids {
+		if _, err := os.Stat(filepath.Join(d.dataDir, "browse", id)); !os.IsNotExist(err) {
+			r.failf("at the end", len(r.history), "the browse view of deleted sandbox %s is still served: %v", id, err)
+		}
+	}
 	if m := d.mountsUnder(); len(m) != 0 {
 		r.failf("at the end", len(r.history), "after every sandbox was deleted these are still mounted under the data dir: %v", m)
 	}
@@ -505,7 +510,11 @@ func (d *daemon) mountsUnder() []string {
 		if len(f) < 5 || !strings.HasPrefix(f[4], d.dataDir+"/") {
 			continue
 		}
-		if f[4] == filepath.Join(d.dataDir, "pool") || f[4] == filepath.Join(d.dataDir, "runsc", "null-netns") {
+		// The pool, runsc's empty network namespace and the browse view
+		// (served for every sandbox by one server that outlives cairnd)
+		// belong to the data dir, not to a sandbox.
+		if f[4] == filepath.Join(d.dataDir, "pool") || f[4] == filepath.Join(d.dataDir, "runsc", "null-netns") ||
+			f[4] == filepath.Join(d.dataDir, "browse") {
 			continue
 		}
 		out = append(out, f[4])
