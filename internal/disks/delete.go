@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -78,14 +77,9 @@ func (d *Disks) collect(ctx context.Context) error {
 		path, err := d.abs(q.Path)
 		if err != nil {
 			slog.Warn("disk delete queue: a path outside the pool is dropped", "path", q.Path)
-		} else if strings.HasPrefix(q.Path, "memory/") {
-			err = d.cfg.Pool.Delete(ctx, path)
-		} else {
-			// Wait for btrfs to free it: deleting a checkpoint frees
-			// its space at once.
-			err = d.cfg.Pool.Reclaim(ctx, path)
-		}
-		if err != nil {
+		} else if err = d.cfg.Pool.Reclaim(ctx, path); err != nil {
+			// Reclaim waits for btrfs to free it: deleting a checkpoint
+			// frees its space at once, its memory image's too.
 			errs = append(errs, err)
 			continue
 		}

@@ -48,18 +48,25 @@ func (d *Disks) Sweep(ctx context.Context, ownerPrefix string) error {
 	for _, q := range queued {
 		named[filepath.Clean(q.Path)] = true // a reader holds it still
 	}
-	for _, dir := range []string{"checkpoints", "memory"} {
-		entries, err := os.ReadDir(filepath.Join(d.cfg.Pool.Root(), dir))
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			rel := filepath.Join(dir, e.Name())
-			if named[rel] {
-				continue
-			}
+	disks, err := d.cfg.Pool.CheckpointNames()
+	if err != nil {
+		return err
+	}
+	images, err := d.cfg.Pool.MemoryNames()
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, id := range disks {
+		paths = append(paths, d.cfg.Pool.CheckpointPath(id))
+	}
+	for _, id := range images {
+		paths = append(paths, d.cfg.Pool.MemoryPath(id))
+	}
+	for _, path := range paths {
+		if rel := d.cfg.Pool.Rel(path); !named[rel] {
 			slog.Info("recover: removing a disk no checkpoint names", "path", rel)
-			if err := d.cfg.Pool.Delete(ctx, filepath.Join(d.cfg.Pool.Root(), rel)); err != nil {
+			if err := d.cfg.Pool.Delete(ctx, path); err != nil {
 				return err
 			}
 		}

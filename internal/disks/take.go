@@ -51,7 +51,7 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 	row := metadata.Checkpoint{
 		ID: id, AccountID: sb.AccountID, SandboxID: sb.ID, SandboxName: sb.Name,
 		Name: r.Name, Trigger: r.Trigger, Comment: r.Comment, Label: r.Label, Image: sb.Image,
-		HasMemory: r.Memory, DiskPath: diskPath(id),
+		HasMemory: r.Memory, DiskPath: d.cfg.Pool.Rel(d.cfg.Pool.CheckpointPath(id)),
 	}
 	dest, _ := d.abs(row.DiskPath)
 	progress := r.Progress
@@ -65,7 +65,7 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 		Progress: progress,
 	}
 	if r.Memory {
-		row.MemoryPath = memoryPath(id)
+		row.MemoryPath = d.cfg.Pool.Rel(d.cfg.Pool.MemoryPath(id))
 		req.MemoryDir, _ = d.abs(row.MemoryPath)
 		if err := d.cfg.Pool.Create(ctx, req.MemoryDir); err != nil {
 			return metadata.Checkpoint{}, checkpoint.Result{}, err
@@ -101,9 +101,6 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 		"consistency", ck.Consistency, "memory", ck.HasMemory, "paused", res.Paused, "quiesce", res.Quiesce, "memory_save", res.MemorySave)
 	return ck, res, nil
 }
-
-func diskPath(id string) string   { return "checkpoints/" + id }
-func memoryPath(id string) string { return "memory/" + id }
 
 // createAuto records an automatic checkpoint under the id
 // auto-<UTC yyyymmddThhmmssZ>, with -2, -3… when that second is taken.

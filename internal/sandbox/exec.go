@@ -27,11 +27,19 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	if err != nil {
 		return 0, nil, err
 	}
-	host, err := m.run.waitReady(ctx, sb)
-	if err != nil {
-		return 0, nil, err
+	// The agent it waited for may go before the command starts (the
+	// sandbox was restored or started again meanwhile): the command did
+	// not run, and waits for the next one.
+	for try := 0; ; try++ {
+		var host *agent.Host
+		if host, err = m.run.waitReady(ctx, sb); err != nil {
+			return 0, nil, err
+		}
+		pid, stream, err = host.Exec(ctx, req)
+		if !errors.Is(err, agent.ErrClosed) || try == execRetries {
+			break
+		}
 	}
-	pid, stream, err = host.Exec(ctx, req)
 	if se, ok := err.(*agent.StartError); ok {
 		return 0, nil, errdefs.New(api.CodeExecFailed, "%s", se.Msg)
 	}
@@ -83,3 +91,7 @@ func (m *Manager) agentOf(ctx context.Context, account, name string) (*agent.Hos
 	}
 	return m.run.waitReady(ctx, sb)
 }
+
+// execRetries bounds how many times an exec waits again for a sandbox
+// whose agent went before the command started.
+const execRetries = 3

@@ -101,17 +101,35 @@ func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, p
 // (it re-dials within a second of the socket opening again).
 const adoptWait = 5 * time.Second
 
+// adoptPoll is how often checkAdopted looks at a silent sandbox's state.
+const adoptPoll = 300 * time.Millisecond
+
 // checkAdopted makes sure an adopted container's cairn-init dials back. A
 // container whose processes a crash left killed (cairnd died in the middle
 // of a restore in place, after it killed the old processes) still runs as
 // far as runsc can tell, but nobody will ever answer in it: it is removed
 // and the sandbox starts again from its disk, as after a host reboot.
+//
+// A sandbox can also be paused again after Recover resumed it: cairnd died
+// while the sandbox saved a memory image, and the save, which ends as it
+// began (paused), finished after the resume. While it waits, it resumes a
+// sandbox it finds paused.
 func (m *Manager) checkAdopted(sb metadata.Sandbox, inst *instance) {
-	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
-	err := inst.agent.WaitConnected(ctx)
-	cancel()
-	if err == nil || m.cfg.Instances.get(sb.ID) != inst {
-		return // it answers, or something else replaced it meanwhile
+	deadline := time.Now().Add(adoptWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), adoptPoll)
+		err := inst.agent.WaitConnected(ctx)
+		cancel()
+		if err == nil || m.cfg.Instances.get(sb.ID) != inst {
+			return // it answers, or something else replaced it meanwhile
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		if st, _, err := m.cfg.Runtime.State(context.Background(), inst.container); err == nil && st == container.Paused {
+			slog.Warn("recover: resuming an adopted sandbox found paused again", "sandbox", sb.Name)
+			logErr("recover: resume", m.cfg.Runtime.Resume(context.Background(), inst.container), "sandbox", sb.Name)
+		}
 	}
 	l, err := m.ex.exclusive(context.Background(), sb, api.StateStarting)
 	if err != nil {
@@ -122,7 +140,7 @@ func (m *Manager) checkAdopted(sb metadata.Sandbox, inst *instance) {
 		return
 	}
 	slog.Warn("recover: the adopted sandbox's cairn-init did not dial back; starting it again from its disk", "sandbox", sb.Name, "container", inst.container)
-	ctx = context.Background()
+	ctx := context.Background()
 	if err := m.run.removeContainer(ctx, sb); err != nil {
 		slog.Error("recover: remove the silent container", "sandbox", sb.Name, "err", err)
 		return

@@ -103,7 +103,9 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	defer undo.Fail()
 
 	root := m.cfg.Pool.SandboxPath(sb.ID)
-	staging := root + ".restore"
+	// Built in the pool's work area, swept when the pool is opened: a
+	// crash leaves nothing behind there.
+	staging := m.cfg.Pool.TempPath("restore-" + sb.ID)
 	if err := m.cfg.Pool.Delete(ctx, staging); err != nil {
 		return err
 	}
@@ -154,7 +156,8 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 
 	op.Step(api.PhaseSwap, "Swapping in checkpoint %s", ck.Seq)
 	// One atomic exchange: a crash leaves either the old root or the new
-	// one in place; whichever is left in staging is swept at the next start.
+	// one in place; whichever is left in the work area is swept at the
+	// next start.
 	if err := m.cfg.Pool.Exchange(staging, root); err != nil {
 		return err
 	}

@@ -344,18 +344,28 @@ func (r *runner) sweep(ctx context.Context, known map[string]bool) (map[string][
 		}
 	}
 	// Checkpoint disks and memory images are the disks component's to
-	// sweep (disks.Sweep, before Recover); here the sandboxes' own.
-	for _, dir := range []string{filepath.Dir(r.cfg.Pool.SandboxPath("x")), filepath.Join(r.cfg.DataDir, "sandboxes")} {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			if known[e.Name()] {
-				continue
+	// sweep (disks.Sweep, before Recover); here the sandboxes' own: their
+	// roots, host directories and browse views.
+	roots, err := r.cfg.Pool.RootNames()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range roots {
+		if !known[id] {
+			slog.Info("recover: removing an orphan sandbox root", "sandbox", id)
+			if err := r.cfg.Pool.Delete(ctx, r.cfg.Pool.SandboxPath(id)); err != nil {
+				return nil, err
 			}
-			slog.Info("recover: removing orphan sandbox files", "path", filepath.Join(dir, e.Name()))
-			if err := r.cfg.Pool.Delete(ctx, filepath.Join(dir, e.Name())); err != nil {
+		}
+	}
+	dirs, err := os.ReadDir(filepath.Join(r.cfg.DataDir, "sandboxes"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range dirs {
+		if !known[e.Name()] {
+			slog.Info("recover: removing orphan sandbox files", "sandbox", e.Name())
+			if err := os.RemoveAll(r.sandboxDir(e.Name())); err != nil {
 				return nil, err
 			}
 			logErr("recover: remove an orphan browse view", r.cfg.Disks.Unpublish(e.Name()))

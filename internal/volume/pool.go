@@ -118,6 +118,27 @@ func (p *Pool) CheckpointPath(id string) string { return filepath.Join(p.root, "
 // of its own, so that its size is accounted like the disk snapshot's.
 func (p *Pool) MemoryPath(id string) string { return filepath.Join(p.root, "memory", id) }
 
+// RootNames lists the sandbox root subvolumes (their sandbox ids).
+func (p *Pool) RootNames() ([]string, error) { return p.names("sandboxes") }
+
+// CheckpointNames lists the checkpoint disks (their checkpoint ids).
+func (p *Pool) CheckpointNames() ([]string, error) { return p.names("checkpoints") }
+
+// MemoryNames lists the memory images (their checkpoint ids).
+func (p *Pool) MemoryNames() ([]string, error) { return p.names("memory") }
+
+func (p *Pool) names(dir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(p.root, dir))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Name()
+	}
+	return out, nil
+}
+
 // TempPath returns a path in the work area for a subvolume being built.
 // Whatever is left there is deleted when the pool is next opened.
 func (p *Pool) TempPath(name string) string { return filepath.Join(p.root, "tmp", name) }
