@@ -87,6 +87,10 @@ type Disks struct {
 	cfg Config
 
 	collecting sync.Mutex // one Collect at a time
+
+	viewMu     sync.Mutex
+	pending    map[string]metadata.Sandbox // sandboxes whose view PublishSoon is to refresh
+	publishing bool                        // a publishPending worker runs
 }
 
 // New returns the owner of the pool's checkpoint disks. Call Sweep before

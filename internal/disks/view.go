@@ -3,6 +3,7 @@ package disks
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
@@ -40,6 +41,50 @@ func (d *Disks) Publish(ctx context.Context, sb metadata.Sandbox) error {
 		return err
 	}
 	return d.cfg.View.Publish(sb.ID, entries)
+}
+
+// PublishSoon is Publish off the caller's path (a checkpoint's answer does
+// not wait for the table's write and fsync): one worker publishes the
+// sandboxes asked for, each from the store as it is when its turn comes,
+// so the last publish of a sandbox always shows its latest checkpoints.
+func (d *Disks) PublishSoon(sb metadata.Sandbox) {
+	if d.cfg.View == nil {
+		return
+	}
+	d.viewMu.Lock()
+	defer d.viewMu.Unlock()
+	if d.pending == nil {
+		d.pending = map[string]metadata.Sandbox{}
+	}
+	d.pending[sb.ID] = sb
+	if d.publishing {
+		return
+	}
+	d.publishing = true
+	go d.publishPending()
+}
+
+func (d *Disks) publishPending() {
+	for {
+		d.viewMu.Lock()
+		var sb metadata.Sandbox
+		for _, p := range d.pending {
+			sb = p
+			break
+		}
+		if sb.ID == "" {
+			d.publishing = false
+			d.viewMu.Unlock()
+			return
+		}
+		delete(d.pending, sb.ID)
+		d.viewMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := d.cfg.Store.SandboxByID(ctx, sb.ID); err == nil { // not deleted meanwhile
+			logErr("refresh /.cairn/checkpoints", d.Publish(ctx, sb), "sandbox", sb.Name)
+		}
+		cancel()
+	}
 }
 
 // Unpublish removes sandbox id's browse view (the sandbox is deleted).

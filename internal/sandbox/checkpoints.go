@@ -88,16 +88,9 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	if err != nil {
 		return ck, res, err
 	}
-	m.publish(ctx, sb)
+	m.cfg.Disks.PublishSoon(sb) // off the checkpoint's path
 	m.offsiteChanged()
 	return ck, res, nil
-}
-
-// publish brings what sandbox sb browses under /.cairn/checkpoints up to
-// date. A failure is logged: the view is a convenience, and the next
-// change or start publishes it whole again.
-func (m *Manager) publish(ctx context.Context, sb metadata.Sandbox) {
-	logErr("refresh /.cairn/checkpoints", m.cfg.Disks.Publish(context.WithoutCancel(ctx), sb), "sandbox", sb.Name)
 }
 
 // autoCheckpoint takes an automatic checkpoint with trigger as part of a

@@ -97,9 +97,10 @@ func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, p
 	return nil
 }
 
-// adoptWait is how long an adopted sandbox's cairn-init has to dial back
-// (it re-dials within a second of the socket opening again).
-const adoptWait = 5 * time.Second
+// adoptWait is how long an adopted sandbox's cairn-init has to dial back:
+// it re-dials every 0.5 s at most, so a live one is back well within a
+// second of the socket opening again.
+const adoptWait = 2500 * time.Millisecond
 
 // adoptPoll is how often checkAdopted looks at a silent sandbox's state.
 const adoptPoll = 300 * time.Millisecond
