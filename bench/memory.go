@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/browse"
 )
 
 // Goals of the memory-checkpoint group, printed next to the figures.
@@ -150,16 +151,25 @@ func (e *env) memDelete(ctx context.Context, m *memSandbox) error {
 // memScratch makes the directories the copies by hand mount at /.cairn and
 // /.cairn/checkpoints instead of the sandbox's: a copy must not reach
 // cairnd's sockets (its cairn-init keeps dialling a socket that is not
-// there) nor the sandbox's browsable checkpoints.
+// there) nor the sandbox's browsable checkpoints. Its /.cairn/checkpoints
+// is an empty directory of cairnd's browse view, the same kind of file
+// system as the sandbox's (runsc restore refuses mounts whose options
+// differ from the checkpoint's, and it gives FUSE mounts their own).
 func (e *env) memScratch() (string, error) {
 	dir := filepath.Join(e.floor.dir, "scratch")
-	for _, d := range []string{"dotcairn/bin", "dotcairn/checkpoints", "checkpoints"} {
+	for _, d := range []string{"dotcairn/bin", "dotcairn/checkpoints"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return "", err
 		}
 	}
+	if err := browse.Publish(filepath.Join(e.d.dataDir, "browse-tables"), scratchView, nil); err != nil {
+		return "", fmt.Errorf("scratch browse directory: %w", err)
+	}
 	return dir, nil
 }
+
+// scratchView names the copies' empty directory in cairnd's browse view.
+const scratchView = "bench-scratch"
 
 // memFill creates sandbox m.name and has a detached process fill /tmp
 // with m.bytes: of /dev/urandom (kind "random"), or of copies of the
@@ -544,18 +554,14 @@ func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch st
 	return nil
 }
 
-// checkpointDisk is where the disk of m's memory checkpoint is now: in
-// the sandbox's browse directory (/.cairn/checkpoints) while it is one of
-// its five newest checkpoints, else checkpoints/<global id>. cairnd moves
-// it between the two, so a copy by hand looks it up right before use.
+// checkpointDisk is where the disk of m's memory checkpoint is:
+// checkpoints/<global id> in the pool (it never moves).
 func (e *env) checkpointDisk(m *memSandbox) (string, error) {
-	pool := e.d.poolDir()
-	for _, p := range []string{filepath.Join(pool, "browse", m.id, m.ck.ID), filepath.Join(pool, "checkpoints", m.ck.GlobalID)} {
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p, nil
-		}
+	p := filepath.Join(e.d.poolDir(), "checkpoints", m.ck.GlobalID)
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("disk of checkpoint %s of %s (%s) is not in checkpoints/: %v", m.ck.ID, m.name, m.ck.GlobalID, err)
 	}
-	return "", fmt.Errorf("disk of checkpoint %s of %s (%s) is neither in browse/ nor in checkpoints/", m.ck.ID, m.name, m.ck.GlobalID)
+	return p, nil
 }
 
 // settleCheckpoint waits (up to 5 s) until cairnd has moved m's new
@@ -646,7 +652,7 @@ func (e *env) restoreCopy(ctx context.Context, m *memSandbox, disk func() (strin
 		}
 	}
 	bundle := filepath.Join(e.floor.dir, id)
-	if err := m.writeCopyBundle(bundle, root, scratch); err != nil {
+	if err := m.writeCopyBundle(bundle, root, scratch, browse.SandboxDir(filepath.Join(e.d.dataDir, "browse"), scratchView)); err != nil {
 		return 0, 0, err
 	}
 	t1 := time.Now()
@@ -666,10 +672,10 @@ func (e *env) restoreCopy(ctx context.Context, m *memSandbox, disk func() (strin
 	return t2.Sub(t0), t2.Sub(t1), nil
 }
 
-// writeCopyBundle writes m's config.json into dir with root as the root
-// and /.cairn and /.cairn/checkpoints on scratch (/.cairn/bin stays:
+// writeCopyBundle writes m's config.json into dir with root as the root,
+// /.cairn on scratch and /.cairn/checkpoints on view (/.cairn/bin stays:
 // cairn-init, mapped by the resumed process, must be the same file).
-func (m *memSandbox) writeCopyBundle(dir, root, scratch string) error {
+func (m *memSandbox) writeCopyBundle(dir, root, scratch, view string) error {
 	var spec map[string]any
 	if err := json.Unmarshal(m.template, &spec); err != nil {
 		return fmt.Errorf("config.json of %s: %w", m.name, err)
@@ -686,7 +692,7 @@ func (m *memSandbox) writeCopyBundle(dir, root, scratch string) error {
 		case "/.cairn":
 			mm["source"] = filepath.Join(scratch, "dotcairn")
 		case "/.cairn/checkpoints":
-			mm["source"] = filepath.Join(scratch, "checkpoints")
+			mm["source"] = view
 		}
 	}
 	b, err := json.Marshal(spec)
