@@ -11,14 +11,23 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// Recover brings the host in line with the metadata after cairnd starts:
+// recovery is what cairnd does at start to take over the sandboxes it
+// finds (see Recover): it sweeps, adopts, resumes and restarts through the
+// runner and the sandbox leases, and keeps watch on what it adopted.
+type recovery struct {
+	cfg Config
+	ex  *exclusion
+	run *runner
+}
+
+// recover brings the host in line with the metadata after cairnd starts:
 // it sweeps what no committed sandbox owns (containers, root subvolumes,
 // host directories left by a crash mid-create or mid-delete), re-adopts the
 // containers that kept running while cairnd was away (their cairn-init dials
 // the re-opened agent socket again), resumes any left paused, and starts
 // again in the background the sandboxes that should run but do not (after a
 // host reboot). It blocks only for the sweep and the adoption.
-func (m *Manager) Recover(ctx context.Context) error {
+func (m *recovery) recover(ctx context.Context) error {
 	rows, err := m.cfg.Store.AllSandboxes(ctx)
 	if err != nil {
 		return err
@@ -50,7 +59,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 // recoverOne takes over sandbox sb's container, name, as it finds it:
 // resumes it if a crash left it paused, adopts it if it runs, restarts it
 // if it should run and does not.
-func (m *Manager) recoverOne(ctx context.Context, sb metadata.Sandbox, name string) error {
+func (m *recovery) recoverOne(ctx context.Context, sb metadata.Sandbox, name string) error {
 	st, pid, err := m.cfg.Runtime.State(ctx, name)
 	if err != nil && !errors.Is(err, container.ErrNotExist) {
 		return err
@@ -75,7 +84,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb metadata.Sandbox, name stri
 
 // adopt takes over a running container: the agent socket is opened again
 // (cairn-init re-dials it within a second) and the row says running.
-func (m *Manager) adopt(ctx context.Context, sb metadata.Sandbox, name string, pid int) error {
+func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, pid int) error {
 	// What it browses is published again: a crash may have come between a
 	// checkpoint's row and the refresh of the view.
 	if err := m.cfg.Disks.Publish(ctx, sb); err != nil {
@@ -115,7 +124,7 @@ const adoptPoll = 300 * time.Millisecond
 // while the sandbox saved a memory image, and the save, which ends as it
 // began (paused), finished after the resume. While it waits, it resumes a
 // sandbox it finds paused.
-func (m *Manager) checkAdopted(sb metadata.Sandbox, inst *instance) {
+func (m *recovery) checkAdopted(sb metadata.Sandbox, inst *instance) {
 	deadline := time.Now().Add(adoptWait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), adoptPoll)
@@ -153,7 +162,7 @@ func (m *Manager) checkAdopted(sb metadata.Sandbox, inst *instance) {
 }
 
 // restartInBackground starts a sandbox that should run; execs wait for it.
-func (m *Manager) restartInBackground(sb metadata.Sandbox) {
+func (m *recovery) restartInBackground(sb metadata.Sandbox) {
 	l, err := m.ex.exclusive(context.Background(), sb, api.StateStarting)
 	if err != nil {
 		return
@@ -166,4 +175,10 @@ func (m *Manager) restartInBackground(sb metadata.Sandbox) {
 			logErr("recover: mark stopped", m.cfg.Store.SetSandboxState(context.Background(), sb.ID, metadata.SandboxStopped))
 		}
 	}()
+}
+
+// Recover brings the host in line with the metadata after cairnd starts
+// (see recovery.recover). Call it once, before serving requests.
+func (m *Manager) Recover(ctx context.Context) error {
+	return (&recovery{cfg: m.cfg, ex: m.ex, run: m.run}).recover(ctx)
 }
