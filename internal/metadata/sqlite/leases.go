@@ -294,18 +294,7 @@ func (s *Store) leaseTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
 		return fmt.Errorf("synchronous=NORMAL: %w", err)
 	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return inTx(ctx, conn, fn)
 }
 
 // leaseStmts are the statements of AcquireLease and ReleaseLease, prepared

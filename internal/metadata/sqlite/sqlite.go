@@ -203,9 +203,14 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []migrations.Migration,
 	})
 }
 
+// txBeginner is a *sql.DB or a *sql.Conn.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // inTx runs fn in a transaction on db (BEGIN IMMEDIATE on the writer) and
 // commits it if fn returns nil.
-func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+func inTx(ctx context.Context, db txBeginner, fn func(*sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
