@@ -119,9 +119,9 @@ func (p *Pool) qgroups(ctx context.Context) ([]qgroup, error) {
 		return nil, err
 	}
 	// It lists the groups, then looks up each subvolume's path: one
-	// deleted or moved in between (a checkpoint deleted or moved out of
-	// browse/, a held upload snapshot released) can make it fail. Another
-	// try does not meet the same change.
+	// deleted in between (a checkpoint, a replaced root, a restore's
+	// staging) can make it fail. Another try does not meet the same
+	// change.
 	for attempt := 1; ; attempt++ {
 		var stderr bytes.Buffer
 		cmd := exec.CommandContext(ctx, "btrfs", "qgroup", "show", "--raw", "-re", p.root)
