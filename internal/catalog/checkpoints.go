@@ -148,7 +148,11 @@ func (c *Catalog) deleteCheckpoint(ctx context.Context, ck metadata.Checkpoint) 
 	}
 	c.offsiteChanged() // its manifest goes from the locations too
 	if sb.ID != "" {
-		c.publish(ctx, sb) // the next newest checkpoint (if any) becomes browsable
+		// Read again under the lease: a delete of the sandbox may have run
+		// while this one queued, and its view must not come back.
+		if cur, err := c.cfg.Store.SandboxByID(ctx, sb.ID); err == nil {
+			c.publish(ctx, cur) // the next newest checkpoint (if any) becomes browsable
+		}
 	}
 	return nil
 }
@@ -167,9 +171,19 @@ func (c *Catalog) Diff(ctx context.Context, account, name, from, to string) ([]a
 	if err != nil {
 		return nil, err
 	}
+	if to == "" {
+		// The root stays in place meanwhile: a restore waits. Taken
+		// before the checkpoint's lease, in the order everything else
+		// takes them.
+		l, err := c.queue(ctx, sb, lease.PurposeDiff)
+		if err != nil {
+			return nil, err
+		}
+		defer c.release(l)
+	}
 	ha, err := c.cfg.Disks.Open(ctx, a, disks.PurposeDiff)
 	if err != nil {
-		return nil, errdefs.Wrap(api.CodeLocalGone, err, "diff from %s", a.Seq)
+		return nil, localGone(err, "diff from %s", a.Seq)
 	}
 	defer ha.Release()
 	fromPath, toPath := ha.Disk, c.cfg.Pool.SandboxPath(sb.ID)
@@ -180,17 +194,10 @@ func (c *Catalog) Diff(ctx context.Context, account, name, from, to string) ([]a
 		}
 		hb, err := c.cfg.Disks.Open(ctx, b, disks.PurposeDiff)
 		if err != nil {
-			return nil, errdefs.Wrap(api.CodeLocalGone, err, "diff to %s", b.Seq)
+			return nil, localGone(err, "diff to %s", b.Seq)
 		}
 		defer hb.Release()
 		toPath = hb.Disk
-	} else {
-		// The root stays in place meanwhile: a restore waits.
-		l, err := c.queue(ctx, sb, lease.PurposeDiff)
-		if err != nil {
-			return nil, err
-		}
-		defer c.release(l)
 	}
 	changes, err := checkpoint.Diff(ctx, fromPath, toPath)
 	if err != nil {
@@ -280,4 +287,13 @@ func (c *Catalog) offsiteStatus(ck metadata.Checkpoint) (string, *api.OffsiteDet
 		return api.OffsiteOff, nil
 	}
 	return c.cfg.Offsite.Status(ck)
+}
+
+// localGone gives an error about a checkpoint without its local copy the
+// code K (CodeLocalGone); other errors keep theirs.
+func localGone(err error, format string, args ...any) error {
+	if errors.Is(err, disks.ErrLocalGone) {
+		return errdefs.Wrap(api.CodeLocalGone, err, format, args...)
+	}
+	return err
 }

@@ -22,6 +22,11 @@ const deleteWait = 30 * time.Second
 // a fork reading it is waited for (up to deleteWait). A sandbox's current
 // checkpoint cannot be deleted (K06).
 func (d *Disks) Delete(ctx context.Context, ck metadata.Checkpoint) error {
+	// A restore as new or a fork reading it makes it a sandbox's current
+	// checkpoint: let those finish first, then check.
+	if err := d.waitRestores(ctx, ck); err != nil {
+		return err
+	}
 	users, err := d.cfg.Store.ListSandboxes(ctx, ck.AccountID, metadata.SandboxFilter{})
 	if err != nil {
 		return err
@@ -88,4 +93,31 @@ func (d *Disks) collect(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitRestores waits (up to deleteWait) until no restore or fork reads
+// checkpoint ck, so that the current-checkpoint rule sees their sandboxes.
+func (d *Disks) waitRestores(ctx context.Context, ck metadata.Checkpoint) error {
+	deadline := time.Now().Add(deleteWait)
+	for {
+		holders, err := d.cfg.Leases.Holders(ctx, resourceOf(ck.ID))
+		if err != nil {
+			return err
+		}
+		busy := false
+		for _, h := range holders {
+			busy = busy || h.Purpose == PurposeRestore
+		}
+		if !busy {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errdefs.New(api.CodeSandboxBusy, "checkpoint %s/%s is being restored or forked from; try again when that is done", ck.SandboxName, ck.Seq)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

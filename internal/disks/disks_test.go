@@ -143,24 +143,32 @@ func TestDeleteWaitsForAReaderAndCancelsAnUpload(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- f.d.Delete(ctx, ck) }()
-	select {
-	case <-upload.Context().Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the delete did not cancel the upload's lease")
-	}
-	upload.Release()
+	// A restore (or fork) reading it may make it a sandbox's current
+	// checkpoint: the delete waits for it before it decides.
 	select {
 	case err := <-done:
 		t.Fatalf("the delete returned (%v) while a restore still read the disk", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if _, err := f.store.CheckpointByID(ctx, ck.ID); !errors.Is(err, metadata.ErrNotFound) {
-		t.Fatalf("the row is still there during the wait: %v", err)
+	if _, err := f.store.CheckpointByID(ctx, ck.ID); err != nil {
+		t.Fatalf("the row went while a restore read the checkpoint: %v", err)
 	}
-	if !f.exists(ck.DiskPath) {
-		t.Fatal("the disk went while a restore held it")
+	if upload.Context().Err() != nil {
+		t.Fatal("the upload was cancelled before the delete went ahead")
 	}
 	restore.Release()
+	select {
+	case <-upload.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delete did not cancel the upload's lease")
+	}
+	if _, err := f.store.CheckpointByID(ctx, ck.ID); !errors.Is(err, metadata.ErrNotFound) {
+		t.Fatalf("the row is still there: %v", err)
+	}
+	if !f.exists(ck.DiskPath) {
+		t.Fatal("the disk went while the upload still held it")
+	}
+	upload.Release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +210,7 @@ func TestAnExpiredLeaseOfAnotherHolderNoLongerKeepsADisk(t *testing.T) {
 	ck := f.take(api.TriggerManual)
 	// Another host's reader that stopped renewing: its lease runs out.
 	if _, err := f.store.AcquireLease(ctx, metadata.Lease{ID: "gone", Resource: resourceOf(ck.ID), Owner: "host/other/1",
-		Purpose: PurposeRestore, Expires: time.Now().Add(300 * time.Millisecond)}); err != nil {
+		Purpose: PurposeUploadParent, Expires: time.Now().Add(300 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.d.Delete(ctx, ck); err != nil {

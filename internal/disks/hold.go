@@ -16,9 +16,13 @@ import (
 
 // Purposes of the leases on checkpoint disks.
 const (
-	PurposeUpload  = "upload"  // cancelled by a delete of the checkpoint
-	PurposeRestore = "restore" // a restore or a fork reads it
-	PurposeDiff    = "diff"
+	PurposeUpload = "upload" // cancelled by a delete of the checkpoint
+	// PurposeUploadParent: an upload reads the parent's disk to read only
+	// what changed; a delete of the parent waits for it instead of
+	// cancelling the child's upload.
+	PurposeUploadParent = "upload-parent"
+	PurposeRestore      = "restore" // a restore or a fork reads it
+	PurposeDiff         = "diff"
 )
 
 // Held is a checkpoint's disk (and memory image) lent under a lease: the

@@ -2,6 +2,7 @@ package disks
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -82,6 +83,10 @@ func (d *Disks) publishPending() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if _, err := d.cfg.Store.SandboxByID(ctx, sb.ID); err == nil { // not deleted meanwhile
 			logErr("refresh /.cairn/checkpoints", d.Publish(ctx, sb), "sandbox", sb.Name)
+			// Deleted while it was written: its view must not stay.
+			if _, err := d.cfg.Store.SandboxByID(ctx, sb.ID); errors.Is(err, metadata.ErrNotFound) {
+				logErr("remove the view of a deleted sandbox", d.cfg.View.Unpublish(sb.ID), "sandbox", sb.Name)
+			}
 		}
 		cancel()
 	}

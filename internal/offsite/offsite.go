@@ -523,10 +523,8 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 		opts.Parent = &repo.ManifestRef{ID: p.OffsiteManifest}
 		// The parent's disk too, if it is still here: changed files then
 		// read only what no longer shares extents with the parent's.
-		if ph, err := s.disk.Open(ctx, *p, disks.PurposeUpload); err == nil {
+		if ph, err := s.disk.Open(ctx, *p, disks.PurposeUploadParent); err == nil {
 			defer ph.Release()
-			stopParent := context.AfterFunc(ph.Context(), cancel)
-			defer stopParent()
 			opts.ParentDir = ph.Path()
 		}
 	}

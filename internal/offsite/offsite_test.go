@@ -19,7 +19,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
 )
 
-// dirDisks is a DiskSource whose checkpoint disks are plain directories.
+// dirDisks lends checkpoint disks that are plain directories.
 type dirDisks struct {
 	mu    sync.Mutex
 	dirs  map[string]string // checkpoint id → directory

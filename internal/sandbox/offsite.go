@@ -9,10 +9,10 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
-// The manager's side of off-site copies (package offsite does the work):
-// it lends the upload queue a checkpoint's disk, shows off-site states,
-// and restores a checkpoint from off-site when asked to or when its local
-// copy is gone.
+// The manager's side of off-site copies (package offsite does the work;
+// the upload queue borrows disks from package disks): it wakes the queue
+// and decides when a root comes from off-site, when asked to or when the
+// local copy is gone.
 
 // offsiteChanged tells the upload queue that checkpoints were created or
 // deleted.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/container"
+	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
@@ -136,10 +137,7 @@ func (m *recovery) checkAdopted(sb metadata.Sandbox, inst *instance) {
 		if time.Now().After(deadline) {
 			break
 		}
-		if st, _, err := m.cfg.Runtime.State(context.Background(), inst.container); err == nil && st == container.Paused {
-			slog.Warn("recover: resuming an adopted sandbox found paused again", "sandbox", sb.Name)
-			logErr("recover: resume", m.cfg.Runtime.Resume(context.Background(), inst.container), "sandbox", sb.Name)
-		}
+		m.resumeIfPaused(sb, inst)
 	}
 	l, err := m.ex.exclusive(context.Background(), sb, api.StateStarting)
 	if err != nil {
@@ -181,4 +179,19 @@ func (m *recovery) restartInBackground(sb metadata.Sandbox) {
 // (see recovery.recover). Call it once, before serving requests.
 func (m *Manager) Recover(ctx context.Context) error {
 	return (&recovery{cfg: m.cfg, ex: m.ex, run: m.run}).recover(ctx)
+}
+
+// resumeIfPaused resumes an adopted sandbox found paused, under its lease:
+// a checkpoint that holds the lease paused it on purpose, and is left alone.
+func (m *recovery) resumeIfPaused(sb metadata.Sandbox, inst *instance) {
+	ctx := context.Background()
+	l, err := m.cfg.Leases.Acquire(ctx, sandboxResource(sb.ID), lease.Options{Exclusive: true, Purpose: api.StateStarting})
+	if err != nil {
+		return // held: whoever holds it resumes it
+	}
+	defer m.ex.release(l)
+	if st, _, err := m.cfg.Runtime.State(ctx, inst.container); err == nil && st == container.Paused {
+		slog.Warn("recover: resuming an adopted sandbox found paused again", "sandbox", sb.Name)
+		logErr("recover: resume", m.cfg.Runtime.Resume(ctx, inst.container), "sandbox", sb.Name)
+	}
 }

@@ -323,10 +323,11 @@ func (r *runner) settleContainers(ctx context.Context, sb metadata.Sandbox, name
 	return keep
 }
 
-// sweep removes containers, root subvolumes and host directories of
-// sandboxes, and checkpoint snapshots, that have no committed row (and a
-// half-done restore's staging subvolume). It returns the names of the
-// remaining containers by sandbox id.
+// sweep removes the containers, root subvolumes, host directories and
+// browse views of sandboxes that have no committed row (checkpoint disks
+// are the disks component's; a restore's staging is in the pool's work
+// area, swept when it opens). It returns the names of the remaining
+// containers by sandbox id.
 func (r *runner) sweep(ctx context.Context, known map[string]bool) (map[string][]string, error) {
 	names, err := r.cfg.Runtime.List(ctx)
 	if err != nil {
