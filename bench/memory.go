@@ -491,7 +491,6 @@ func (e *env) benchMemRestore(ctx context.Context, all []*memSandbox, scratch st
 		if err := e.afterMemCheckpoint(ctx, m); err != nil {
 			return err
 		}
-		e.settleCheckpoint(ctx, m)
 		maxIters = max(maxIters, m.iters)
 	}
 	const copyID = "bare-memrs"
@@ -562,19 +561,6 @@ func (e *env) checkpointDisk(m *memSandbox) (string, error) {
 		return "", fmt.Errorf("disk of checkpoint %s of %s (%s) is not in checkpoints/: %v", m.ck.ID, m.name, m.ck.GlobalID, err)
 	}
 	return p, nil
-}
-
-// settleCheckpoint waits (up to 5 s) until cairnd has moved m's new
-// checkpoint into the browse directory, which it does just after
-// answering, so that copies by hand do not race with the move.
-func (e *env) settleCheckpoint(ctx context.Context, m *memSandbox) {
-	browse := filepath.Join(e.d.poolDir(), "browse", m.id, m.ck.ID)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if _, err := os.Stat(browse); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (e *env) memoryImage(ck api.Checkpoint) string {
