@@ -220,9 +220,13 @@ func TestAnExpiredLeaseOfAnotherHolderNoLongerKeepsADisk(t *testing.T) {
 		t.Fatal("the disk was freed while another host's lease was live")
 	}
 	time.Sleep(400 * time.Millisecond)
-	f.restart() // not this host's lease: only its expiry frees the disk
+	// What the scheduler's tick does: not this host's lease, so only its
+	// expiry frees the disk, without a restart.
+	if err := f.d.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if f.exists(ck.DiskPath) {
-		t.Fatal("an expired lease still keeps the disk after the restart")
+		t.Fatal("an expired lease still keeps the disk")
 	}
 }
 
@@ -302,5 +306,27 @@ func TestTheOldBrowseLayoutIsAdopted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.pool.Root(), "browse")); !os.IsNotExist(err) {
 		t.Fatalf("the old browse directory is still there: %v", err)
+	}
+}
+
+func TestAStartRecordsLocalCopiesThatAreGone(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	gone, kept := f.take(api.TriggerManual), f.take(api.TriggerManual)
+	if err := f.pool.Delete(ctx, filepath.Join(f.pool.Root(), gone.DiskPath)); err != nil {
+		t.Fatal(err)
+	}
+	f.restart()
+	if cur, _ := f.store.CheckpointByID(ctx, gone.ID); cur.DiskPath != "" {
+		t.Fatalf("after the start the row still names %q", cur.DiskPath)
+	}
+	if cur, _ := f.store.CheckpointByID(ctx, kept.ID); cur.DiskPath != kept.DiskPath {
+		t.Fatalf("the start changed a checkpoint whose disk is there: %q", cur.DiskPath)
+	}
+	if err := f.d.Publish(ctx, f.sb); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.view.published[f.sb.ID]; len(got) != 1 || got[0].Name != kept.Seq {
+		t.Fatalf("the view shows %v, want only %s", got, kept.Seq)
 	}
 }

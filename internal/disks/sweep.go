@@ -33,6 +33,15 @@ func (d *Disks) Sweep(ctx context.Context, ownerPrefix string) error {
 	if err := d.adoptLegacyBrowse(ctx, cks); err != nil {
 		return err
 	}
+	// Rows naming a disk that is not there (lost with a disk, wiped by
+	// hand, or from before rows named them) say so from now on, so that
+	// the browse view and restores know at once.
+	for i, ck := range cks {
+		if ck.DiskPath != "" && !d.HasLocal(ctx, ck) {
+			slog.Warn("recover: a checkpoint's local copy is gone; it restores from off-site", "checkpoint", ck.ID, "path", ck.DiskPath)
+			cks[i].DiskPath = ""
+		}
+	}
 	if err := d.collect(ctx); err != nil {
 		return err
 	}

@@ -91,8 +91,10 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 		ck, err = d.createAuto(ctx, row)
 	}
 	if err != nil {
-		if errors.Is(err, metadata.ErrConflict) {
-			return ck, res, errdefs.Wrap(api.CodeSnapshotNameTaken, err, "a snapshot named %q already exists", r.Name)
+		if errors.Is(err, metadata.ErrConflict) && r.Name != "" {
+			if _, nerr := d.cfg.Store.CheckpointByName(ctx, sb.AccountID, r.Name); nerr == nil {
+				return ck, res, errdefs.Wrap(api.CodeSnapshotNameTaken, err, "a snapshot named %q already exists", r.Name)
+			}
 		}
 		return ck, res, err
 	}

@@ -119,12 +119,38 @@ func (m *Manager) Acquire(ctx context.Context, resource string, opts Options) (*
 		if opts.WaitFor == nil || !opts.WaitFor(got) {
 			return nil, &HeldError{Holder: got}
 		}
+		if err := m.waitFree(ctx, resource, opts.Exclusive, released); err != nil {
+			return nil, fmt.Errorf("waiting for %s (%s): %w", resource, got.Purpose, err)
+		}
+	}
+}
+
+// waitFree waits until no live lease of resource conflicts with one of
+// the kind asked for, looking with reads (the store's writer stays free
+// for the holders): woken by a release in this process, or every
+// pollEvery for holders elsewhere.
+func (m *Manager) waitFree(ctx context.Context, resource string, exclusive bool, released <-chan struct{}) error {
+	for {
 		select {
 		case <-released:
 		case <-time.After(pollEvery):
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for %s (%s): %w", resource, got.Purpose, ctx.Err())
+			return ctx.Err()
 		}
+		live, err := m.store.Leases(ctx, resource)
+		if err != nil {
+			return err
+		}
+		free := true
+		for _, l := range live {
+			free = free && !(exclusive || l.Exclusive)
+		}
+		if free {
+			return nil
+		}
+		m.mu.Lock()
+		released = m.released
+		m.mu.Unlock()
 	}
 }
 
