@@ -75,30 +75,13 @@ func (c *Catalog) lookup(ctx context.Context, account, name string) (metadata.Ac
 	return Lookup(ctx, c.cfg.Store, account, name)
 }
 
-// BusyState returns the transient state of sandbox id while a lifecycle
-// operation holds it (see lease.Transient).
-func BusyState(ctx context.Context, leases *lease.Manager, id string) (string, bool) {
-	holders, err := leases.Holders(ctx, lease.SandboxResource(id))
-	if err != nil {
-		return "", false
-	}
-	for _, h := range holders {
-		if h.Exclusive && lease.Transient(h.Purpose) {
-			return h.Purpose, true
-		}
-	}
-	return "", false
-}
-
 func (c *Catalog) busyState(ctx context.Context, id string) (string, bool) {
-	return BusyState(ctx, c.cfg.Leases, id)
+	return c.cfg.Leases.BusyState(ctx, id)
 }
 
 // queue takes sandbox sb's lease for purpose, waiting for whatever holds it.
 func (c *Catalog) queue(ctx context.Context, sb metadata.Sandbox, purpose string) (*lease.Lease, error) {
-	return c.cfg.Leases.Acquire(ctx, lease.SandboxResource(sb.ID), lease.Options{
-		Exclusive: purpose != lease.PurposeDiff, Purpose: purpose, WaitFor: lease.WaitAlways,
-	})
+	return c.cfg.Leases.QueueSandbox(ctx, sb.ID, purpose)
 }
 
 func (c *Catalog) release(l *lease.Lease) { l.Release() }

@@ -315,3 +315,26 @@ func SandboxResource(id string) string { return "sandbox/" + id }
 func Transient(purpose string) bool {
 	return purpose != PurposeCheckpoint && purpose != PurposeDiff
 }
+
+// QueueSandbox takes sandbox id's lease for a checkpoint (exclusive) or a
+// diff (shared), waiting for whatever holds it.
+func (m *Manager) QueueSandbox(ctx context.Context, id, purpose string) (*Lease, error) {
+	return m.Acquire(ctx, SandboxResource(id), Options{
+		Exclusive: purpose != PurposeDiff, Purpose: purpose, WaitFor: WaitAlways,
+	})
+}
+
+// BusyState returns the transient state of sandbox id while a lifecycle
+// operation holds it (see Transient).
+func (m *Manager) BusyState(ctx context.Context, id string) (string, bool) {
+	holders, err := m.Holders(ctx, SandboxResource(id))
+	if err != nil {
+		return "", false
+	}
+	for _, h := range holders {
+		if h.Exclusive && Transient(h.Purpose) {
+			return h.Purpose, true
+		}
+	}
+	return "", false
+}

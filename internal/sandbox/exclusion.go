@@ -61,9 +61,7 @@ func (x *exclusion) exclusive(ctx context.Context, sb metadata.Sandbox, state st
 // queue takes sandbox sb's lease for a checkpoint (exclusive) or a diff
 // (shared), waiting for whatever holds it.
 func (x *exclusion) queue(ctx context.Context, sb metadata.Sandbox, purpose string) (*lease.Lease, error) {
-	return x.cfg.Leases.Acquire(ctx, sandboxResource(sb.ID), lease.Options{
-		Exclusive: purpose != lease.PurposeDiff, Purpose: purpose, WaitFor: lease.WaitAlways,
-	})
+	return x.cfg.Leases.QueueSandbox(ctx, sb.ID, purpose)
 }
 
 // release gives a sandbox lease up and wakes those waiting for the sandbox.
@@ -98,7 +96,7 @@ func (x *exclusion) acquire(ctx context.Context, account, name, state string) (m
 
 // refuseIfBusy fails with S05 if sandbox sb is in one of states.
 func (x *exclusion) refuseIfBusy(ctx context.Context, sb metadata.Sandbox, states ...string) error {
-	cur, ok := catalog.BusyState(ctx, x.cfg.Leases, sb.ID)
+	cur, ok := x.cfg.Leases.BusyState(ctx, sb.ID)
 	if !ok {
 		return nil
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
-	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/container"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -213,7 +212,7 @@ func (r *runner) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Hos
 	defer cancel()
 	for {
 		inst, changed := r.cfg.Instances.watch(sb.ID)
-		_, busy := catalog.BusyState(ctx, r.cfg.Leases, sb.ID)
+		_, busy := r.cfg.Leases.BusyState(ctx, sb.ID)
 		if !busy {
 			if inst == nil {
 				return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running (start it with `cairn start %s`)", sb.Name, sb.Name)
