@@ -112,3 +112,32 @@ func TestReclaimTakesBackADeadPredecessorsLeases(t *testing.T) {
 	}
 	l.Release()
 }
+
+// A holder that can no longer renew its lease (another process revoked it,
+// or it expired and was reclaimed) sees its context end.
+func TestALostLeaseEndsItsHoldersContext(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "checkpoint/c", Options{Purpose: "upload"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := m.Acquire(ctx, "checkpoint/d", Options{Purpose: "upload"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Revoked in the store by someone else: no local cancel.
+	if _, err := m.store.RevokeLeases(ctx, "checkpoint/c", ""); err != nil {
+		t.Fatal(err)
+	}
+	if l.Context().Err() != nil {
+		t.Fatal("cancelled before the renewal saw it")
+	}
+	m.renewAll(ctx)
+	if l.Context().Err() == nil {
+		t.Fatal("a revoked lease's holder goes on after the renewal")
+	}
+	if kept.Context().Err() != nil {
+		t.Fatal("a lease renewed fine was cancelled")
+	}
+}
