@@ -37,7 +37,7 @@ func (c *Catalog) resolveSnapshot(ctx context.Context, acct metadata.Account, re
 	if sbName, seq, ok := strings.Cut(ref, "/"); ok {
 		sb, err := c.cfg.Store.SandboxByName(ctx, acct.ID, sbName)
 		if errors.Is(err, metadata.ErrNotFound) {
-			return metadata.Checkpoint{}, notFound
+			return c.deletedSandboxCheckpoint(ctx, acct, sbName, seq, notFound)
 		} else if err != nil {
 			return metadata.Checkpoint{}, err
 		}
@@ -58,6 +58,30 @@ func (c *Catalog) resolveSnapshot(ctx context.Context, acct metadata.Account, re
 		return ck, notFound
 	}
 	return ck, err
+}
+
+// deletedSandboxCheckpoint finds checkpoint seq of a deleted sandbox that
+// was called sbName. Several deleted sandboxes may have had that name and a
+// checkpoint of that id: then only the global id tells them apart.
+func (c *Catalog) deletedSandboxCheckpoint(ctx context.Context, acct metadata.Account, sbName, seq string, notFound error) (metadata.Checkpoint, error) {
+	all, err := c.cfg.Store.ListCheckpoints(ctx, acct.ID, metadata.CheckpointFilter{IncludeAuto: true})
+	if err != nil {
+		return metadata.Checkpoint{}, err
+	}
+	var found []metadata.Checkpoint
+	for _, ck := range all {
+		if ck.SandboxName == sbName && ck.Seq == seq {
+			found = append(found, ck)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return metadata.Checkpoint{}, notFound
+	case 1:
+		return found[0], nil
+	}
+	return metadata.Checkpoint{}, errdefs.New(api.CodeInvalidArgument,
+		"%d deleted sandboxes called %s had a checkpoint %s: give its global id (cairn snapshot list)", len(found), sbName, seq)
 }
 
 // checkpointView turns a stored checkpoint into its API form; usage may be
@@ -228,8 +252,8 @@ func (c *Catalog) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.Disk
 	return du, nil
 }
 
-// Snapshots lists every named and automatic checkpoint of the account,
-// those of deleted sandboxes included, oldest first.
+// Snapshots lists every checkpoint of the account (manual, named and
+// automatic), those of deleted sandboxes included, oldest first.
 func (c *Catalog) Snapshots(ctx context.Context, account string) ([]api.Checkpoint, error) {
 	acct, err := c.cfg.Store.AccountByName(ctx, account)
 	if err != nil {
@@ -246,9 +270,6 @@ func (c *Catalog) Snapshots(ctx context.Context, account string) ([]api.Checkpoi
 	sandboxes := map[string]metadata.Sandbox{}
 	out := []api.Checkpoint{}
 	for _, ck := range rows {
-		if ck.Trigger == api.TriggerManual && ck.Name == "" {
-			continue
-		}
 		sb, ok := sandboxes[ck.SandboxID]
 		if !ok {
 			sb, err = c.cfg.Store.SandboxByID(ctx, ck.SandboxID)

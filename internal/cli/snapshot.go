@@ -95,9 +95,9 @@ func newSnapshotListCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the account's named and automatic checkpoints",
-		Long: `List every named and automatic checkpoint of the account, those of
-deleted sandboxes included: ID (account-wide, accepted by the other
+		Short:   "List every checkpoint of the account",
+		Long: `List every checkpoint of the account (named, manual and automatic),
+those of deleted sandboxes included: ID (account-wide, accepted by the other
 snapshot commands), NAME (of a named snapshot, or -), SANDBOX (the sandbox
 it was taken of, "(deleted)" when that no longer exists), CHECKPOINT (its
 id in that sandbox), TRIGGER (manual, interval, stop, restart, fork,

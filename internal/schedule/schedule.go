@@ -154,8 +154,9 @@ func (m *Scheduler) baselineMarker(ctx context.Context, sb metadata.Sandbox, lat
 }
 
 // applyRetention thins the automatic checkpoints of every sandbox with
-// checkpoint.Retain, and deletes those of sandboxes deleted more than 14
-// days ago. Manual and named checkpoints, and current ones, are never
+// checkpoint.Retain, and deletes the unnamed checkpoints (automatic and
+// manual) of sandboxes deleted more than 14 days ago. Named checkpoints,
+// the manual ones of a sandbox that exists, and current ones are never
 // deleted.
 func (m *Scheduler) applyRetention(ctx context.Context, sandboxes []metadata.Sandbox, live map[string]bool, now time.Time) error {
 	accounts, err := m.cfg.Store.ListAccounts(ctx)
@@ -175,11 +176,18 @@ func (m *Scheduler) applyRetention(ctx context.Context, sandboxes []metadata.San
 		}
 		bySandbox := map[string][]metadata.Checkpoint{}
 		for _, ck := range all {
-			if ck.Trigger != api.TriggerManual && ck.Name == "" {
-				bySandbox[ck.SandboxID] = append(bySandbox[ck.SandboxID], ck)
+			if ck.Name != "" {
+				continue // a named snapshot stays until it is deleted
 			}
+			bySandbox[ck.SandboxID] = append(bySandbox[ck.SandboxID], ck)
 		}
 		for sbID, cks := range bySandbox {
+			if live[sbID] {
+				cks = automatic(cks) // a live sandbox keeps its manual ones
+			}
+			if len(cks) == 0 {
+				continue
+			}
 			remove := m.retentionVictims(sbID, cks, live[sbID], now)
 			for _, ck := range remove {
 				if current[ck.ID] {
@@ -194,9 +202,22 @@ func (m *Scheduler) applyRetention(ctx context.Context, sandboxes []metadata.San
 	return nil
 }
 
-// retentionVictims returns the automatic checkpoints of one sandbox that
-// retention removes. For a deleted sandbox: all of them once 14 days have
-// passed since its final checkpoint, none before.
+// automatic returns the checkpoints of cks that cairn took by itself.
+func automatic(cks []metadata.Checkpoint) []metadata.Checkpoint {
+	var out []metadata.Checkpoint
+	for _, ck := range cks {
+		if ck.Trigger != api.TriggerManual {
+			out = append(out, ck)
+		}
+	}
+	return out
+}
+
+// retentionVictims returns the unnamed checkpoints of one sandbox that
+// retention removes: for a live sandbox, the automatic ones that
+// checkpoint.Retain gives up; for a deleted one, all of them (manual ones
+// included) once 14 days have passed since its final checkpoint, none
+// before.
 func (m *Scheduler) retentionVictims(sbID string, cks []metadata.Checkpoint, alive bool, now time.Time) []metadata.Checkpoint {
 	if !alive {
 		deletedAt := cks[len(cks)-1].CreatedAt

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,21 +102,33 @@ func TestNamedSnapshots(t *testing.T) {
 		t.Fatalf("default snapshot name %q id %q", ck.Name, ck.ID)
 	}
 	d.mustCLI("snapshot", "create", "snap", "--name", "before-upgrade")
-	d.checkpoint("snap") // manual, unnamed: not a snapshot
+	unnamed := d.checkpoint("snap") // manual, unnamed: listed too
 	var snaps []api.Checkpoint
 	json.Unmarshal([]byte(d.mustCLI("--json", "snapshot", "list")), &snaps)
 	names := map[string]bool{}
 	for _, s := range snaps {
 		names[s.Name] = true
 	}
-	if len(snaps) != 2 || !names["before-upgrade"] || !names[ck.Name] {
+	if len(snaps) != 3 || !names["before-upgrade"] || !names[ck.Name] || !names[""] {
 		t.Fatalf("snapshot list: %+v", snaps)
 	}
 	if code := d.errorCode("snapshot", "create", "snap", "--name", "before-upgrade"); code != api.CodeSnapshotNameTaken {
 		t.Fatalf("duplicate name: %s", code)
 	}
 	// Named snapshots survive their sandbox and are deleted only by hand.
+	// A manual unnamed checkpoint is still listed, with its sandbox's
+	// name, and can be deleted by its SANDBOX/ID.
 	d.mustCLI("delete", "snap")
+	snaps = nil
+	json.Unmarshal([]byte(d.mustCLI("--json", "snapshot", "list")), &snaps)
+	i := slices.IndexFunc(snaps, func(s api.Checkpoint) bool { return s.GlobalID == unnamed.GlobalID })
+	if i < 0 || snaps[i].Sandbox != "snap" || !snaps[i].SandboxDeleted || snaps[i].ID != unnamed.ID {
+		t.Fatalf("manual checkpoint %s of the deleted sandbox in snapshot list: %+v", unnamed.ID, snaps)
+	}
+	if out := d.mustCLI("snapshot", "list"); !strings.Contains(out, "snap (deleted)") {
+		t.Fatalf("snapshot list does not show the deleted sandbox's name:\n%s", out)
+	}
+	d.mustCLI("snapshot", "delete", "snap/"+unnamed.ID)
 	d.mustCLI("snapshot", "restore", "before-upgrade", "snap2")
 	if out := d.sh("snap2", "cat /root/f"); out != "named\n" {
 		t.Fatalf("restore of a named snapshot: %q", out)

@@ -453,11 +453,10 @@ func (r *crashRun) deleteAll() {
 	manual := 0
 	for gid, ck := range remain {
 		if ck.Trigger == api.TriggerManual && ck.Name == "" {
-			manual++ // kept, but not a snapshot: snapshot list does not show it
-			continue
+			manual++
 		}
 		if !listed[gid] {
-			r.failf("at the end", len(r.history), "checkpoint %s of deleted sandbox %s (trigger %s) is gone from snapshot list; a deleted sandbox's automatic checkpoints are kept 14 days", ck.ID, ck.Sandbox, ck.Trigger)
+			r.failf("at the end", len(r.history), "checkpoint %s of deleted sandbox %s (trigger %s) is gone from snapshot list; a deleted sandbox's unnamed checkpoints are kept 14 days, named ones until deleted", ck.ID, ck.Sandbox, ck.Trigger)
 		}
 	}
 	// Uploads of the final checkpoints work in temporary subvolumes: wait
@@ -493,7 +492,7 @@ func (r *crashRun) deleteAll() {
 	if acct.Sandboxes != 0 {
 		r.failf("at the end", len(r.history), "cairn account counts %d sandboxes after every sandbox was deleted", acct.Sandboxes)
 	}
-	r.t.Logf("at the end: every sandbox deleted; left as designed: %d checkpoints in snapshot list (%d automatic of crash-a/b, %d of them final, %d final ones of %s), %d manual ones not shown by snapshot list; cairn account counts %d checkpoints",
+	r.t.Logf("at the end: every sandbox deleted; left as designed: %d checkpoints in snapshot list (%d automatic of crash-a/b, %d of them final, %d final ones of %s), %d of them manual; cairn account counts %d checkpoints",
 		len(snaps), len(snaps)-tmpFinals, finals, tmpFinals, crashTmp, manual, acct.Checkpoints)
 }
 
