@@ -176,7 +176,14 @@ type StopRequest struct {
 
 // DiffEntry is one difference between two states of a sandbox's disk.
 type DiffEntry struct {
-	Path string   `json:"path"`
+	// Path is the entry's absolute path inside the sandbox, its names'
+	// bytes exactly when they are UTF-8 (JSON escapes a newline or an
+	// escape character as \n, \u001b). A sandbox can make names that are
+	// not UTF-8, which a JSON string cannot carry: then PathBytes holds the
+	// exact bytes (base64 in JSON) and Path the same with each run of
+	// invalid bytes replaced by U+FFFD, for display only.
+	Path      string `json:"path"`
+	PathBytes []byte `json:"path_bytes,omitempty"`
 	Kind string   `json:"kind"`           // added, removed, changed
 	What []string `json:"what,omitempty"` // for changed: content, type, mode, owner
 	Mode string   `json:"mode,omitempty"` // "0644 -> 0600" for a mode change
