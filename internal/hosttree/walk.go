@@ -3,6 +3,7 @@ package hosttree
 import (
 	"context"
 	"errors"
+	"io/fs"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,9 +12,6 @@ import (
 // the shallowest open ancestor is released and opened again when the walk
 // comes back to it.
 const MaxOpen = 256
-
-// SkipDir, returned by a WalkFunc for a directory, skips what it holds.
-var SkipDir = errors.New("skip this directory")
 
 // Entry is one name met by Walk.
 type Entry struct {
@@ -32,7 +30,7 @@ type WalkFunc func(e *Entry) error
 // Walk calls fn for the root and everything below it, a directory before
 // what it holds and the names of a directory in byte order (the order of
 // filepath.WalkDir), without following any symbolic link. An error from
-// fn, other than SkipDir for a directory, ends the walk and is returned.
+// fn, other than fs.SkipDir for a directory (which skips what it holds), ends the walk and is returned.
 func Walk(ctx context.Context, root *Dir, fn WalkFunc) error {
 	st, err := root.Lstat("")
 	if err != nil {
@@ -40,7 +38,7 @@ func Walk(ctx context.Context, root *Dir, fn WalkFunc) error {
 	}
 	e := &Entry{Path: ".", Dir: root, Stat: st}
 	if err := fn(e); err != nil {
-		if errors.Is(err, SkipDir) {
+		if errors.Is(err, fs.SkipDir) {
 			return nil
 		}
 		return err
@@ -77,7 +75,7 @@ func (w *walker) dir(d *Dir) error {
 		}
 		e := &Entry{Path: d.Join(name), Dir: d, Name: name, Stat: st}
 		err = w.fn(e)
-		if e.IsDir() && errors.Is(err, SkipDir) {
+		if e.IsDir() && errors.Is(err, fs.SkipDir) {
 			continue
 		}
 		if err != nil {
