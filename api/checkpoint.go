@@ -41,7 +41,8 @@ type Checkpoint struct {
 	// Offsite is the off-site state: "pending" until the upload queue
 	// takes it, then "uploading", and "uploaded ×2" once both locations
 	// hold all of it ("uploaded ×1" while only one does), or "failed"
-	// (OffsiteDetail.Error says why); "off" when off-site copies are
+	// (OffsiteDetail.Error says why; retried), or "unstorable" (a reason
+	// that no retry changes; not retried); "off" when off-site copies are
 	// disabled.
 	Offsite string `json:"offsite"`
 	// OffsiteDetail says, per location, what holds the checkpoint and
@@ -61,6 +62,10 @@ const (
 	OffsiteUploaded  = "uploaded"
 	OffsiteFailed    = "failed"
 	OffsiteOff       = "off"
+	// OffsiteUnstorable: the repository cannot store the checkpoint's tree,
+	// for a reason no retry changes (OffsiteDetail.Error says which); it
+	// is not tried again.
+	OffsiteUnstorable = "unstorable"
 )
 
 // OffsiteDetail is the off-site state of one checkpoint in full.
@@ -176,10 +181,17 @@ type StopRequest struct {
 
 // DiffEntry is one difference between two states of a sandbox's disk.
 type DiffEntry struct {
-	Path string   `json:"path"`
-	Kind string   `json:"kind"`           // added, removed, changed
-	What []string `json:"what,omitempty"` // for changed: content, type, mode, owner
-	Mode string   `json:"mode,omitempty"` // "0644 -> 0600" for a mode change
+	// Path is the entry's absolute path inside the sandbox, its names'
+	// bytes exactly when they are UTF-8 (JSON escapes a newline or an
+	// escape character as \n, \u001b). A sandbox can make names that are
+	// not UTF-8, which a JSON string cannot carry: then PathBytes holds the
+	// exact bytes (base64 in JSON) and Path the same with each run of
+	// invalid bytes replaced by U+FFFD, for display only.
+	Path      string   `json:"path"`
+	PathBytes []byte   `json:"path_bytes,omitempty"`
+	Kind      string   `json:"kind"`           // added, removed, changed
+	What      []string `json:"what,omitempty"` // for changed: content, type, mode, owner
+	Mode      string   `json:"mode,omitempty"` // "0644 -> 0600" for a mode change
 }
 
 // DiskUsage is the space a sandbox or an account uses in the pool.

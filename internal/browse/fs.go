@@ -16,6 +16,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/internal/hosttree"
 )
 
 // The file system's three kinds of node: rootNode (the mount point, one
@@ -34,10 +36,6 @@ const innerTimeout = time.Second
 // server's pid (Stop reads it).
 const pidXattr = "user.cairn-browse.pid"
 
-// resolve is how every path is opened below the pool: beneath the pool's
-// root, through no symbolic link at all and onto no other mount.
-const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
-
 // fileSystem is what every node shares.
 type fileSystem struct {
 	tables string
@@ -48,19 +46,10 @@ type fileSystem struct {
 }
 
 // open opens rel (relative to the pool's root) with flags, refusing any
-// path that would leave the pool or pass a symbolic link.
+// path that would leave the pool, pass a symbolic link or cross a mount,
+// however long: a sandbox can nest directories past PATH_MAX.
 func (f *fileSystem) open(rel string, flags int) (int, error) {
-	fd, err := unix.Openat2(int(f.pool.Fd()), rel, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
-		Resolve: resolve,
-	})
-	for errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-		fd, err = unix.Openat2(int(f.pool.Fd()), rel, &unix.OpenHow{
-			Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
-			Resolve: resolve,
-		})
-	}
-	return fd, err
+	return hosttree.OpenBeneathFd(int(f.pool.Fd()), rel, flags)
 }
 
 // dirAttr fills the attributes of one of the view's own directories, with

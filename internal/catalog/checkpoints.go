@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/checkpoint"
@@ -229,7 +230,11 @@ func (c *Catalog) Diff(ctx context.Context, account, name, from, to string) ([]a
 	}
 	out := make([]api.DiffEntry, 0, len(changes))
 	for _, c := range changes {
-		out = append(out, api.DiffEntry{Path: c.Path, Kind: c.Kind, What: c.What, Mode: c.Mode})
+		e := api.DiffEntry{Path: c.Path, Kind: c.Kind, What: c.What, Mode: c.Mode}
+		if !utf8.ValidString(c.Path) {
+			e.Path, e.PathBytes = strings.ToValidUTF8(c.Path, "\uFFFD"), []byte(c.Path)
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

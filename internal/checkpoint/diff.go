@@ -2,15 +2,12 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 	"sort"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/internal/hosttree"
 )
 
 // Change kinds.
@@ -22,7 +19,9 @@ const (
 
 // Change is one difference between two file trees.
 type Change struct {
-	Path string   `json:"path"`           // absolute inside the sandbox, e.g. /etc/hosts
+	// Path is absolute inside the sandbox, e.g. /etc/hosts: the exact
+	// bytes of the names, which need not be UTF-8 nor printable.
+	Path string   `json:"path"`
 	Kind string   `json:"kind"`           // added, removed or changed
 	What []string `json:"what,omitempty"` // for changed: content, type, mode, owner
 	Mode string   `json:"mode,omitempty"` // for a mode change: "0644 -> 0600"
@@ -33,135 +32,159 @@ type Change struct {
 // (type, size, modification time, inode, mode, owner), never contents:
 // btrfs snapshots keep inode numbers and times, so an untouched file looks
 // exactly the same in both. Inside a removed or added directory every entry
-// is listed.
+// is listed. Both trees are read through directory descriptors (package
+// hosttree): any depth, any name, and no symbolic link is followed.
 func Diff(ctx context.Context, from, to string) ([]Change, error) {
-	var out []Change
-	if err := diffDir(ctx, from, to, "/", &out); err != nil {
+	a, err := hosttree.OpenRoot(from)
+	if err != nil {
 		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	defer a.Close()
+	b, err := hosttree.OpenRoot(to)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	d := &differ{ctx: ctx}
+	if err := d.dir(a, b); err != nil {
+		return nil, err
+	}
+	sort.Slice(d.out, func(i, j int) bool { return d.out[i].Path < d.out[j].Path })
+	return d.out, nil
 }
 
-func diffDir(ctx context.Context, fromRoot, toRoot, rel string, out *[]Change) error {
-	if err := ctx.Err(); err != nil {
+type differ struct {
+	ctx   context.Context
+	out   []Change
+	stack []*hosttree.Dir // the open directories of both trees, for hosttree.Push
+}
+
+func abs(rel string) string { return "/" + rel }
+
+// dir compares two directories of the same path.
+func (d *differ) dir(a, b *hosttree.Dir) error {
+	if err := d.ctx.Err(); err != nil {
 		return err
 	}
-	a, err := readNames(filepath.Join(fromRoot, rel))
+	na, err := a.Names()
 	if err != nil {
 		return err
 	}
-	b, err := readNames(filepath.Join(toRoot, rel))
+	nb, err := b.Names()
 	if err != nil {
 		return err
 	}
-	for name := range a {
-		if _, ok := b[name]; !ok {
-			if err := listAll(ctx, fromRoot, path.Join(rel, name), Removed, out); err != nil {
+	inB := make(map[string]bool, len(nb))
+	for _, n := range nb {
+		inB[n] = true
+	}
+	inA := make(map[string]bool, len(na))
+	for _, name := range na {
+		inA[name] = true
+		if !inB[name] {
+			if err := d.listAll(a, name, Removed); err != nil {
 				return err
 			}
 		}
 	}
-	for name := range b {
-		p := path.Join(rel, name)
-		if _, ok := a[name]; !ok {
-			if err := listAll(ctx, toRoot, p, Added, out); err != nil {
+	for _, name := range nb {
+		if !inA[name] {
+			if err := d.listAll(b, name, Added); err != nil {
 				return err
 			}
 			continue
 		}
-		var sa, sb unix.Stat_t
-		if err := unix.Lstat(filepath.Join(fromRoot, p), &sa); err != nil {
-			return fmt.Errorf("diff %s: %w", p, err)
+		if err := d.entry(a, b, name); err != nil {
+			return err
 		}
-		if err := unix.Lstat(filepath.Join(toRoot, p), &sb); err != nil {
-			return fmt.Errorf("diff %s: %w", p, err)
-		}
-		typeA, typeB := sa.Mode&unix.S_IFMT, sb.Mode&unix.S_IFMT
-		if typeA != typeB {
-			*out = append(*out, Change{Path: p, Kind: Changed, What: []string{"type"}})
-			if typeA == unix.S_IFDIR {
-				if err := listChildren(ctx, fromRoot, p, Removed, out); err != nil {
-					return err
-				}
-			}
-			if typeB == unix.S_IFDIR {
-				if err := listChildren(ctx, toRoot, p, Added, out); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		c := Change{Path: p, Kind: Changed}
-		if typeA != unix.S_IFDIR && (sa.Size != sb.Size || sa.Mtim != sb.Mtim || sa.Ino != sb.Ino) {
-			c.What = append(c.What, "content")
-		}
-		if sa.Mode&07777 != sb.Mode&07777 {
-			c.What = append(c.What, "mode")
-			c.Mode = fmt.Sprintf("%04o -> %04o", sa.Mode&07777, sb.Mode&07777)
-		}
-		if sa.Uid != sb.Uid || sa.Gid != sb.Gid {
-			c.What = append(c.What, "owner")
-		}
-		if len(c.What) > 0 {
-			*out = append(*out, c)
-		}
+	}
+	return nil
+}
+
+// entry compares name, present in both directories.
+func (d *differ) entry(a, b *hosttree.Dir, name string) error {
+	p := a.Join(name)
+	sa, err := a.Lstat(name)
+	if err != nil {
+		return fmt.Errorf("diff: %w", err)
+	}
+	sb, err := b.Lstat(name)
+	if err != nil {
+		return fmt.Errorf("diff: %w", err)
+	}
+	typeA, typeB := sa.Mode&unix.S_IFMT, sb.Mode&unix.S_IFMT
+	if typeA != typeB {
+		d.out = append(d.out, Change{Path: abs(p), Kind: Changed, What: []string{"type"}})
 		if typeA == unix.S_IFDIR {
-			if err := diffDir(ctx, fromRoot, toRoot, p, out); err != nil {
+			if err := d.listChildren(a, name, Removed); err != nil {
 				return err
 			}
 		}
+		if typeB == unix.S_IFDIR {
+			if err := d.listChildren(b, name, Added); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return nil
-}
-
-// listAll reports p and, if it is a directory, everything under it.
-func listAll(ctx context.Context, root, p, kind string, out *[]Change) error {
-	*out = append(*out, Change{Path: p, Kind: kind})
-	fi, err := os.Lstat(filepath.Join(root, p))
+	c := Change{Path: abs(p), Kind: Changed}
+	if typeA != unix.S_IFDIR && (sa.Size != sb.Size || sa.Mtim != sb.Mtim || sa.Ino != sb.Ino) {
+		c.What = append(c.What, "content")
+	}
+	if sa.Mode&07777 != sb.Mode&07777 {
+		c.What = append(c.What, "mode")
+		c.Mode = fmt.Sprintf("%04o -> %04o", sa.Mode&07777, sb.Mode&07777)
+	}
+	if sa.Uid != sb.Uid || sa.Gid != sb.Gid {
+		c.What = append(c.What, "owner")
+	}
+	if len(c.What) > 0 {
+		d.out = append(d.out, c)
+	}
+	if typeA != unix.S_IFDIR {
+		return nil
+	}
+	ca, err := a.OpenDir(name)
 	if err != nil {
 		return err
 	}
-	if fi.IsDir() {
-		return listChildren(ctx, root, p, kind, out)
+	defer ca.Close()
+	cb, err := b.OpenDir(name)
+	if err != nil {
+		return err
+	}
+	defer cb.Close()
+	hosttree.Push(&d.stack, ca)
+	hosttree.Push(&d.stack, cb)
+	defer hosttree.Pop(&d.stack)
+	defer hosttree.Pop(&d.stack)
+	return d.dir(ca, cb)
+}
+
+// listAll reports name in dir and, if it is a directory, everything under it.
+func (d *differ) listAll(dir *hosttree.Dir, name, kind string) error {
+	d.out = append(d.out, Change{Path: abs(dir.Join(name)), Kind: kind})
+	st, err := dir.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return d.listChildren(dir, name, kind)
 	}
 	return nil
 }
 
-func listChildren(ctx context.Context, root, p, kind string, out *[]Change) error {
-	return filepath.WalkDir(filepath.Join(root, p), func(full string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, full)
-		if "/"+rel == p {
-			return nil
-		}
-		*out = append(*out, Change{Path: "/" + rel, Kind: kind})
+// listChildren reports everything under the directory name in dir.
+func (d *differ) listChildren(dir *hosttree.Dir, name, kind string) error {
+	c, err := dir.OpenDir(name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	hosttree.Push(&d.stack, c)
+	defer hosttree.Pop(&d.stack)
+	return hosttree.WalkIn(d.ctx, c, func(e *hosttree.Entry) error {
+		d.out = append(d.out, Change{Path: abs(e.Path), Kind: kind})
 		return nil
 	})
-}
-
-// readNames returns the entry names of dir; a missing dir has none.
-func readNames(dir string) (map[string]struct{}, error) {
-	f, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]struct{}{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		set[n] = struct{}{}
-	}
-	return set, nil
 }

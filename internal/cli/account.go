@@ -57,7 +57,7 @@ func formatAccountOffsite(acct api.AccountInfo) string {
 		return "off"
 	}
 	var parts []string
-	for _, state := range []string{"uploaded ×2", "uploaded ×1", "uploading", "pending", "failed", "uploaded"} {
+	for _, state := range []string{"uploaded ×2", "uploaded ×1", "uploading", "pending", "failed", "unstorable", "uploaded"} {
 		if n := acct.Offsite[state]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, state))
 		}

@@ -150,7 +150,8 @@ was last restored or forked from, is marked with "*".
 SIZE is what only this checkpoint holds: what deleting it frees. TOTAL is
 all the data it refers to, shared data included. OFF-SITE is pending,
 uploading, uploaded ×1 (one location holds all of it), uploaded ×2 (both
-do: it is off-site) or failed.
+do: it is off-site), failed (retried) or unstorable (a reason no retry
+changes, shown by checkpoint info; not retried).
 
 Automatic checkpoints are left out unless --include-auto. --json prints an
 array of checkpoint objects.`,

@@ -103,7 +103,7 @@ it was taken of, "(deleted)" when that no longer exists), CHECKPOINT (its
 id in that sandbox), TRIGGER (manual, interval, stop, restart, fork,
 delete, restore), STATE, CONSISTENCY (frozen or crash), AGE, SIZE (what
 deleting it frees) and OFF-SITE (pending, uploading, uploaded ×1, uploaded
-×2 when both locations hold all of it, or failed).
+×2 when both locations hold all of it, failed, or unstorable: not retried).
 
 --json prints an array of checkpoint objects.`,
 		Example: `  cairn snapshot list

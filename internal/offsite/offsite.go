@@ -28,6 +28,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/hosttree"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/repo"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
@@ -111,7 +112,20 @@ type transfer struct {
 type ckFailure struct {
 	err   error
 	retry backoff
-	final bool // not retried (the local copy is gone)
+	final bool // not retried (the local copy is gone, or unstorable)
+	// unstorable: the repository cannot store the tree (repo.ErrUnstorable),
+	// which no retry changes.
+	unstorable bool
+}
+
+// maxErrText bounds the text of an error that is logged or shown: an error
+// can name a path inside a sandbox, which can be thousands of bytes.
+const maxErrText = 400
+
+// errText is err's text for a log line or a state's detail, cut to
+// maxErrText bytes.
+func errText(err error) string {
+	return hosttree.Shorten(err.Error(), maxErrText)
 }
 
 // backoff spaces attempts: 1 s, 2 s, 4 s… up to max.
@@ -505,7 +519,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	held, err := s.disk.Open(ctx, ck, disks.PurposeUpload)
 	if err != nil {
 		s.failCheckpoint(ck.ID, err, errors.Is(err, disks.ErrLocalGone))
-		log.Warn("off-site: upload", "err", err)
+		log.Warn("off-site: upload", "err", errText(err))
 		return
 	}
 	defer held.Release()
@@ -554,8 +568,14 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 			log.Info("off-site: upload cancelled")
 			return
 		}
+		if errors.Is(err, repo.ErrUnstorable) {
+			// Logged once: it is not tried again.
+			s.failCheckpoint(ck.ID, err, true)
+			log.Error("off-site: the checkpoint cannot be stored off-site; not retried", "err", errText(err))
+			return
+		}
 		s.failCheckpoint(ck.ID, err, false)
-		log.Warn("off-site: upload failed", "err", err)
+		log.Warn("off-site: upload failed", "err", errText(err))
 		return
 	}
 	s.refreshHolders(r) // before the row names the manifest, so Status never shows ×0
@@ -634,6 +654,7 @@ func (s *Service) failCheckpoint(id string, err error, final bool) {
 		s.ckFail[id] = f
 	}
 	f.err, f.final = err, final
+	f.unstorable = errors.Is(err, repo.ErrUnstorable)
 	f.retry.failed(s.now(), time.Duration(s.cfg.RetryMax))
 }
 
@@ -695,7 +716,7 @@ func (s *Service) repairLagging(ctx context.Context, r *repo.Repository) {
 			s.locErr[name] = err
 			s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
 			s.mu.Unlock()
-			slog.Warn("off-site: location lags", "location", name, "err", err)
+			slog.Warn("off-site: location lags", "location", name, "err", errText(err))
 			continue
 		}
 		delete(s.locErr, name)

@@ -15,7 +15,7 @@ import (
 
 // Status returns checkpoint ck's off-site state as checkpoint list and
 // info show it ("uploaded ×2", "uploaded ×1", "uploading", "pending",
-// "failed", or "off") and in full.
+// "failed", "unstorable", or "off") and in full.
 func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 	if s.cfg.Disabled {
 		return api.OffsiteOff, nil
@@ -30,8 +30,10 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 			state = api.OffsiteUploading
 			p := s.upload.prog
 			d.Progress = &p
+		case f != nil && f.unstorable:
+			state, d.Error = api.OffsiteUnstorable, errText(f.err)
 		case f != nil:
-			state, d.Error = api.OffsiteFailed, f.err.Error()
+			state, d.Error = api.OffsiteFailed, errText(f.err)
 		case s.repo == nil && errors.Is(s.repoErr, errWrongKey):
 			state, d.Error = api.OffsiteFailed, s.repoErr.Error()
 		case s.repo == nil && s.repoErr != nil:
@@ -40,7 +42,7 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 		for _, name := range s.Locations() {
 			loc := api.OffsiteLocation{Name: name, State: state}
 			if e := s.locErr[name]; e != nil && state != api.OffsiteUploading {
-				loc.Error = e.Error()
+				loc.Error = errText(e)
 			}
 			d.Locations = append(d.Locations, loc)
 		}
@@ -58,7 +60,7 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 		case s.repairing == name:
 			loc.State = api.OffsiteUploading
 		case s.locErr[name] != nil:
-			loc.State, loc.Error = api.OffsiteFailed, s.locErr[name].Error()
+			loc.State, loc.Error = api.OffsiteFailed, errText(s.locErr[name])
 		}
 		d.Locations = append(d.Locations, loc)
 	}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -16,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairn-sandbox/cairn/internal/hosttree"
 	"github.com/cairn-sandbox/cairn/internal/repo/chunker"
 	"github.com/cairn-sandbox/cairn/internal/repo/compress"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
@@ -109,8 +108,10 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 	b := &backupRun{r: r, ctx: ctx, failed: map[*location]error{}, pending: map[crypto.ID]bool{},
 		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight), progress: opts.Progress,
 		chunkBufs: sync.Pool{New: func() any { b := make([]byte, 0, chunker.MaxSize); return &b }}}
-	b.parentDir = opts.ParentDir
-	ref, err := b.run(srcDir, opts.Parent)
+	ref, err := b.run(srcDir, opts.Parent, opts.ParentDir)
+	if b.parentDir != nil {
+		b.parentDir.Close()
+	}
 	for l, e := range b.failed {
 		l.failUnlessCanceled(ctx, e)
 	}
@@ -120,7 +121,7 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 	return ref, b.snapshot(), err
 }
 
-func (b *backupRun) run(srcDir string, parent *ManifestRef) (ManifestRef, error) {
+func (b *backupRun) run(srcDir string, parent *ManifestRef, parentDir string) (ManifestRef, error) {
 	r, ctx := b.r, b.ctx
 	for _, l := range r.locs {
 		if l.err != nil {
@@ -157,9 +158,10 @@ func (b *backupRun) run(srcDir string, parent *ManifestRef) (ManifestRef, error)
 				b.parent[pm.Nodes[i].Path] = &pm.Nodes[i]
 			}
 		}
-		if b.parentDir != "" {
-			if ok, err := fiemap.SameCopyOnWrite(srcDir, b.parentDir); !ok || err != nil {
-				b.parentDir = "" // its extents prove nothing
+		if parentDir != "" {
+			// Otherwise its extents prove nothing.
+			if ok, err := fiemap.SameCopyOnWrite(srcDir, parentDir); ok && err == nil {
+				b.parentDir, _ = hosttree.OpenRoot(parentDir)
 			}
 		}
 	}
@@ -231,9 +233,9 @@ type backupRun struct {
 	r      *Repository
 	ctx    context.Context
 	parent map[string]*manifest.Node // regular files of the parent manifest
-	// parentDir is BackupOptions.ParentDir if it is on the same btrfs as
-	// the tree, else "".
-	parentDir string
+	// parentDir is BackupOptions.ParentDir, open, if it is on the same
+	// btrfs as the tree, else nil.
+	parentDir *hosttree.Dir
 	held      map[string]bool // packs every live location holds
 	// stats: the walk's counts are written by the walk only; Packs and
 	// BytesUploaded (and the reading of the whole) take mu.
@@ -278,14 +280,13 @@ type sealJob struct {
 }
 
 func (b *backupRun) walk(src string, m *manifest.Manifest) error {
+	root, err := hosttree.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	links := map[[2]uint64]string{}
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := b.ctx.Err(); err != nil {
-			return err
-		}
+	return hosttree.Walk(b.ctx, root, func(e *hosttree.Entry) error {
 		if err := b.uploadErr(); err != nil {
 			return err
 		}
@@ -293,20 +294,16 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 			return err
 		}
 		b.report()
-		rel, err := filepath.Rel(src, p)
+		n, err := statNode(e)
 		if err != nil {
 			return err
 		}
-		n, st, err := statNode(p, filepath.ToSlash(rel))
-		if err != nil {
-			return err
-		}
-		if p == src && n.Type != manifest.Dir {
+		if e.Path == "." && n.Type != manifest.Dir {
 			return fmt.Errorf("%s is not a directory", src)
 		}
 		if n.Type == manifest.File {
-			if st.Nlink > 1 {
-				key := [2]uint64{st.Dev, st.Ino}
+			if e.Stat.Nlink > 1 {
+				key := [2]uint64{e.Stat.Dev, e.Stat.Ino}
 				if first, ok := links[key]; ok {
 					m.Nodes = append(m.Nodes, manifest.Node{Path: n.Path, Type: manifest.Hardlink, Target: first})
 					return nil
@@ -314,7 +311,7 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 				links[key] = n.Path
 			}
 			b.stats.Files++
-			if err := b.file(p, &n); err != nil {
+			if err := b.file(e, &n); err != nil {
 				return err
 			}
 		}
@@ -327,7 +324,7 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 // parent's when the file is unchanged and its chunks are stored, and the
 // parent's chunks over the ranges it still shares with the parent's file
 // when it changed (see sharedWithParent).
-func (b *backupRun) file(p string, n *manifest.Node) error {
+func (b *backupRun) file(e *hosttree.Entry, n *manifest.Node) error {
 	old := b.parent[n.Path]
 	if old != nil && old.Size == n.Size && old.Mtime == n.Mtime &&
 		old.Ctime == n.Ctime && old.Inode == n.Inode && b.allKnown(old.Chunks) {
@@ -335,11 +332,15 @@ func (b *backupRun) file(p string, n *manifest.Node) error {
 		b.stats.ChunksReused += len(old.Chunks)
 		return nil
 	}
-	f, err := os.Open(p)
+	f, err := e.Dir.OpenFile(e.Name, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	p := hosttree.Quote(e.Path)
+	if err := sameFile(f, &e.Stat); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
 	ext, err := dataExtents(f, int64(n.Size))
 	if err != nil {
 		return err
@@ -488,13 +489,14 @@ func (c *countingReader) take() int64 {
 // inode), or extent layouts (holes) that differ other than in the length
 // of the last extent.
 func (b *backupRun) sharedWithParent(f *os.File, old *manifest.Node, ext []manifest.Extent) []fiemap.Range {
-	if old == nil || b.parentDir == "" || len(old.Chunks) == 0 || !sameLayout(old.Extents, ext) {
+	if old == nil || b.parentDir == nil || len(old.Chunks) == 0 || !sameLayout(old.Extents, ext) {
 		return nil
 	}
-	pf, err := os.OpenFile(filepath.Join(b.parentDir, filepath.FromSlash(old.Path)), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	fd, err := hosttree.OpenBeneath(b.parentDir, old.Path, os.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil
 	}
+	pf := os.NewFile(uintptr(fd), old.Path)
 	defer pf.Close()
 	var st unix.Stat_t
 	if unix.Fstat(int(pf.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != old.Size ||
@@ -707,7 +709,11 @@ func (b *backupRun) upload(w *pack.Writer) error {
 // commit writes a head only once they are all saved), so they upload at
 // once: a crash before the head leaves objects nothing refers to.
 func (b *backupRun) saveManifest(m *manifest.Manifest) error {
-	obj, name, err := b.r.sealObject(manifest.Encode(m), manifestAD)
+	plain := manifest.Encode(m)
+	if len(plain) > maxManifest {
+		return fmt.Errorf("manifest of %d bytes, over the %d a manifest may have: %w", len(plain), maxManifest, ErrUnstorable)
+	}
+	obj, name, err := b.r.sealObject(plain, manifestAD)
 	if err != nil {
 		return err
 	}

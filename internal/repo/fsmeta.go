@@ -5,24 +5,26 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairn-sandbox/cairn/internal/hosttree"
 	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 )
 
-// statNode fills a node's metadata from an lstat of p (the path relative to
-// the tree's root is rel). Regular files get their size but no extents yet.
-func statNode(p, rel string) (manifest.Node, *syscall.Stat_t, error) {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
-		return manifest.Node{}, nil, fmt.Errorf("lstat %s: %w", p, err)
-	}
+// ErrUnstorable marks a tree the repository cannot store, for a reason
+// that stays true however often the upload is tried (a file of a type the
+// format has no node for, a manifest over its size limit).
+var ErrUnstorable = errors.New("the repository cannot store this tree")
+
+// statNode fills a node's metadata from the entry's lstat. Regular files
+// get their size but no extents yet.
+func statNode(e *hosttree.Entry) (manifest.Node, error) {
+	st := &e.Stat
 	n := manifest.Node{
-		Path:  rel,
+		Path:  e.Path,
 		Mode:  st.Mode & 0o7777,
 		UID:   st.Uid,
 		GID:   st.Gid,
@@ -30,49 +32,68 @@ func statNode(p, rel string) (manifest.Node, *syscall.Stat_t, error) {
 		Ctime: st.Ctim.Nano(),
 		Inode: st.Ino,
 	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFDIR:
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
 		n.Type = manifest.Dir
-	case syscall.S_IFREG:
+	case unix.S_IFREG:
 		n.Type, n.Size = manifest.File, uint64(st.Size)
-	case syscall.S_IFLNK:
+	case unix.S_IFLNK:
 		n.Type = manifest.Symlink
-		t, err := os.Readlink(p)
+		t, err := e.Dir.Readlink(e.Name)
 		if err != nil {
-			return n, nil, fmt.Errorf("readlink %s: %w", p, err)
+			return n, err
 		}
 		n.Target = t
-	case syscall.S_IFIFO:
+	case unix.S_IFIFO:
 		n.Type = manifest.Fifo
-	case syscall.S_IFCHR:
+	case unix.S_IFCHR:
 		n.Type, n.Rdev = manifest.CharDev, st.Rdev
-	case syscall.S_IFBLK:
+	case unix.S_IFBLK:
 		n.Type, n.Rdev = manifest.BlockDev, st.Rdev
-	case syscall.S_IFSOCK:
+	case unix.S_IFSOCK:
 		n.Type = manifest.Socket
 	default:
-		return n, nil, fmt.Errorf("%s: unknown file type %o", p, st.Mode&syscall.S_IFMT)
+		return n, fmt.Errorf("%s: file type %o: %w", hosttree.Quote(e.Path), st.Mode&unix.S_IFMT, ErrUnstorable)
+	}
+	p, err := e.Dir.ProcPath(e.Name)
+	if err != nil {
+		return n, err
 	}
 	x, err := readXattrs(p)
 	if err != nil {
-		return n, nil, err
+		return n, fmt.Errorf("%s: %w", hosttree.Quote(e.Path), err)
 	}
 	n.Xattrs = x
-	return n, &st, nil
+	return n, nil
 }
 
+// sameFile checks that the open file f is the regular file of lstat st
+// (not something put in its place since).
+func sameFile(f *os.File, st *unix.Stat_t) error {
+	var now unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &now); err != nil {
+		return err
+	}
+	if now.Mode&unix.S_IFMT != unix.S_IFREG || now.Ino != st.Ino || now.Dev != st.Dev {
+		return errors.New("replaced while it was read")
+	}
+	return nil
+}
+
+// readXattrs reads the extended attributes of the file at p, a short path
+// (hosttree's ProcPath), not following a symbolic link at its end.
 func readXattrs(p string) ([]manifest.Xattr, error) {
 	size, err := unix.Llistxattr(p, nil)
 	if errors.Is(err, unix.ENOTSUP) || size == 0 {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list xattrs of %s: %w", p, err)
+		return nil, fmt.Errorf("list xattrs: %w", err)
 	}
 	buf := make([]byte, size)
 	size, err = unix.Llistxattr(p, buf)
 	if err != nil {
-		return nil, fmt.Errorf("list xattrs of %s: %w", p, err)
+		return nil, fmt.Errorf("list xattrs: %w", err)
 	}
 	var out []manifest.Xattr
 	for _, name := range strings.Split(string(buf[:size]), "\x00") {
@@ -81,12 +102,12 @@ func readXattrs(p string) ([]manifest.Xattr, error) {
 		}
 		vsize, err := unix.Lgetxattr(p, name, nil)
 		if err != nil {
-			return nil, fmt.Errorf("get xattr %s of %s: %w", name, p, err)
+			return nil, fmt.Errorf("get xattr %q: %w", name, err)
 		}
 		val := make([]byte, vsize)
 		vsize, err = unix.Lgetxattr(p, name, val)
 		if err != nil {
-			return nil, fmt.Errorf("get xattr %s of %s: %w", name, p, err)
+			return nil, fmt.Errorf("get xattr %q: %w", name, err)
 		}
 		out = append(out, manifest.Xattr{Name: name, Value: val[:vsize]})
 	}
@@ -143,62 +164,102 @@ func streamReader(f *os.File, extents []manifest.Extent, from uint64) io.Reader 
 	return io.MultiReader(rs...)
 }
 
-// makeNode creates the file system object of n at p (without its data and
-// final metadata). Hard links are made to the already restored target.
-func makeNode(root, p string, n *manifest.Node) error {
-	var err error
+// makeNode creates the file system object of n, named name in dir (without
+// its data and final metadata). Hard links are made to the already
+// restored target, found below root.
+func makeNode(root, dir *hosttree.Dir, name string, n *manifest.Node) error {
+	dfd, err := dir.Fd()
+	if err != nil {
+		return err
+	}
 	switch n.Type {
 	case manifest.Dir:
 		if n.Path == "." {
 			return nil
 		}
-		err = os.Mkdir(p, 0o700)
+		err = unix.Mkdirat(dfd, name, 0o700)
 	case manifest.File:
 		var f *os.File
-		if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		if f, err = dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 			err = f.Truncate(int64(n.Size))
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 		}
 	case manifest.Symlink:
-		err = os.Symlink(n.Target, p)
+		err = unix.Symlinkat(n.Target, dfd, name)
 	case manifest.Hardlink:
-		err = os.Link(filepath.Join(root, filepath.FromSlash(n.Target)), p)
+		err = linkTo(root, n.Target, dfd, name)
 	case manifest.Fifo:
-		err = unix.Mkfifo(p, 0o600)
+		err = unix.Mknodat(dfd, name, unix.S_IFIFO|0o600, 0)
 	case manifest.CharDev:
-		err = unix.Mknod(p, unix.S_IFCHR|0o600, int(n.Rdev))
+		err = unix.Mknodat(dfd, name, unix.S_IFCHR|0o600, int(n.Rdev))
 	case manifest.BlockDev:
-		err = unix.Mknod(p, unix.S_IFBLK|0o600, int(n.Rdev))
+		err = unix.Mknodat(dfd, name, unix.S_IFBLK|0o600, int(n.Rdev))
 	case manifest.Socket:
-		err = unix.Mknod(p, unix.S_IFSOCK|0o600, 0)
+		err = unix.Mknodat(dfd, name, unix.S_IFSOCK|0o600, 0)
 	}
 	if err != nil {
-		return fmt.Errorf("create %s: %w", n.Path, err)
+		return fmt.Errorf("create %s: %w", hosttree.Quote(n.Path), err)
 	}
 	return nil
 }
 
-// applyMeta sets owner, xattrs, mode and times of n on p. Owner comes before
-// mode, because chown clears setuid and setgid.
-func applyMeta(p string, n *manifest.Node) error {
-	if err := os.Lchown(p, int(n.UID), int(n.GID)); err != nil {
-		return fmt.Errorf("chown %s: %w", n.Path, err)
+// linkTo makes name in the directory dfd a hard link to target (below
+// root).
+func linkTo(root *hosttree.Dir, target string, dfd int, name string) error {
+	tdir, tname := path.Split(target)
+	tfd, err := hosttree.OpenBeneath(root, tdir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return err
 	}
-	for _, x := range n.Xattrs {
-		if err := unix.Lsetxattr(p, x.Name, x.Value, 0); err != nil {
-			return fmt.Errorf("set xattr %s on %s: %w", x.Name, n.Path, err)
+	defer unix.Close(tfd)
+	return unix.Linkat(tfd, tname, dfd, name, 0)
+}
+
+// applyMeta sets owner, xattrs, mode and times of n, named name in dir
+// ("" for dir itself). Owner comes before mode, because chown clears
+// setuid and setgid.
+func applyMeta(dir *hosttree.Dir, name string, n *manifest.Node) error {
+	dfd, err := dir.Fd()
+	if err != nil {
+		return err
+	}
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	q := hosttree.Quote(n.Path)
+	if err := unix.Fchownat(dfd, name, int(n.UID), int(n.GID), flags); err != nil {
+		return fmt.Errorf("chown %s: %w", q, err)
+	}
+	if len(n.Xattrs) > 0 {
+		p, err := dir.ProcPath(name)
+		if err != nil {
+			return err
+		}
+		for _, x := range n.Xattrs {
+			if err := unix.Lsetxattr(p, x.Name, x.Value, 0); err != nil {
+				return fmt.Errorf("set xattr %q on %s: %w", x.Name, q, err)
+			}
 		}
 	}
 	if n.Type != manifest.Symlink {
-		if err := unix.Chmod(p, n.Mode); err != nil {
-			return fmt.Errorf("chmod %s: %w", n.Path, err)
+		at := name
+		if at == "" {
+			at = "."
+		}
+		if err := unix.Fchmodat(dfd, at, n.Mode, 0); err != nil {
+			return fmt.Errorf("chmod %s: %w", q, err)
 		}
 	}
 	t := unix.NsecToTimespec(n.Mtime)
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("set times of %s: %w", n.Path, err)
+	at := name
+	if at == "" {
+		at = "."
+	}
+	if err := unix.UtimesNanoAt(dfd, at, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times of %s: %w", q, err)
 	}
 	return nil
 }

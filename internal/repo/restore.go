@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/cairn-sandbox/cairn/internal/hosttree"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
 	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 	"github.com/cairn-sandbox/cairn/internal/repo/pack"
@@ -20,7 +22,8 @@ const restoreWorkers = 2
 // target is one place a chunk's bytes go: at stream offset off of a file's
 // data (its extents laid end to end).
 type target struct {
-	path    string
+	root    *hosttree.Dir
+	path    string // below root
 	extents []manifest.Extent
 	off     uint64
 }
@@ -73,18 +76,28 @@ func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string
 	if entries, err := os.ReadDir(dstDir); err != nil || len(entries) > 0 {
 		return fmt.Errorf("restore: %s is not an empty directory (%v)", dstDir, err)
 	}
-	abs := func(n *manifest.Node) string { return filepath.Join(dstDir, filepath.FromSlash(n.Path)) }
+	root, err := hosttree.OpenRoot(dstDir)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer root.Close()
+	dirs := &parentDirs{root: root}
+	defer dirs.close()
 
 	// Plan where every chunk goes, grouped by pack.
 	plan := map[string]map[crypto.ID][]target{}
 	entries := map[crypto.ID]pack.Entry{}
 	for i := range m.Nodes {
 		n := &m.Nodes[i]
-		if err := makeNode(dstDir, abs(n), n); err != nil {
+		dir, name, err := dirs.of(n.Path)
+		if err == nil {
+			err = makeNode(root, dir, name, n)
+		}
+		if err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 		if n.Type == manifest.File {
-			prog.add(abs(n), n)
+			prog.add(n.Path, n)
 		}
 		var off uint64
 		for _, c := range n.Chunks {
@@ -95,7 +108,7 @@ func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string
 			if plan[br.pack] == nil {
 				plan[br.pack] = map[crypto.ID][]target{}
 			}
-			plan[br.pack][c.ID] = append(plan[br.pack][c.ID], target{path: abs(n), extents: n.Extents, off: off})
+			plan[br.pack][c.ID] = append(plan[br.pack][c.ID], target{root: root, path: n.Path, extents: n.Extents, off: off})
 			entries[c.ID] = br.entry
 			off += uint64(c.Length)
 		}
@@ -109,7 +122,11 @@ func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string
 		if n.Type == manifest.Hardlink {
 			continue // shares its inode with the file it names
 		}
-		if err := applyMeta(abs(n), n); err != nil {
+		dir, name, err := dirs.of(n.Path)
+		if err == nil {
+			err = applyMeta(dir, name, n)
+		}
+		if err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
@@ -223,10 +240,11 @@ func (pr *restoreProgress) reportLocked(final bool) {
 
 // writeTarget writes p at stream offset t.off of the file's extents.
 func writeTarget(t target, p []byte) error {
-	f, err := os.OpenFile(t.path, os.O_WRONLY, 0)
+	fd, err := hosttree.OpenBeneath(t.root, t.path, os.O_WRONLY)
 	if err != nil {
 		return err
 	}
+	f := os.NewFile(uintptr(fd), t.path)
 	defer f.Close()
 	var stream uint64
 	for _, x := range t.extents {
@@ -246,7 +264,44 @@ func writeTarget(t target, p []byte) error {
 		stream += x.Length
 	}
 	if len(p) != 0 {
-		return fmt.Errorf("%s: chunk extends past the file's extents", t.path)
+		return fmt.Errorf("%s: chunk extends past the file's extents", hosttree.Quote(t.path))
 	}
 	return f.Close()
+}
+
+// parentDirs opens the directory holding each node of a restore, keeping
+// the last one open: nodes of one directory come one after another.
+type parentDirs struct {
+	root *hosttree.Dir
+	last *hosttree.Dir // nil or not the root
+}
+
+// of returns the directory holding the node at rel and its name there;
+// for the root, the root and "".
+func (p *parentDirs) of(rel string) (*hosttree.Dir, string, error) {
+	if rel == "." {
+		return p.root, "", nil
+	}
+	dir, name := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		return p.root, name, nil
+	}
+	if p.last != nil && p.last.Rel() == dir {
+		return p.last, name, nil
+	}
+	p.close()
+	d, err := p.root.OpenSub(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	p.last = d
+	return d, name, nil
+}
+
+func (p *parentDirs) close() {
+	if p.last != nil {
+		p.last.Close()
+		p.last = nil
+	}
 }
