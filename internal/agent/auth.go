@@ -20,11 +20,6 @@ import (
 const (
 	handshakeTimeout = 3 * time.Second
 	maxHandshakes    = 8
-	// currentPingTimeout bounds the ping that decides whether the current
-	// connection still answers when another proves itself. A memory
-	// checkpoint breaks a connection without either side noticing; the
-	// ping of a broken one fails at once (EPIPE) or times out.
-	currentPingTimeout = time.Second
 	// rekeyTimeout bounds the re-key of a newly admitted connection.
 	rekeyTimeout = 3 * time.Second
 )
@@ -103,7 +98,7 @@ func (h *Host) currentAnswers() bool {
 	if cur == nil || cur.IsClosed() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), currentPingTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout)
 	defer cancel()
 	_, err := h.ping(ctx, cur)
 	return err == nil

@@ -30,6 +30,7 @@ type Host struct {
 	ln           net.Listener
 	done         chan struct{} // closed when the accept loop ends
 	reattachWait time.Duration
+	pingTimeout  time.Duration
 	log          *slog.Logger
 
 	mu      sync.Mutex
@@ -63,8 +64,17 @@ type ListenConfig struct {
 	// ReattachWait bounds how long an exec stream whose connection broke
 	// waits to re-attach its session; default DefaultReattachWait.
 	ReattachWait time.Duration
-	Log          *slog.Logger // default slog.Default()
+	// PingTimeout bounds the ping that decides whether the current
+	// connection still answers when another one proves itself; default
+	// DefaultPingTimeout.
+	PingTimeout time.Duration
+	Log         *slog.Logger // default slog.Default()
 }
+
+// DefaultPingTimeout is ListenConfig.PingTimeout's default. A memory
+// checkpoint breaks a connection without either side noticing; the ping
+// of a broken one fails at once or times out.
+const DefaultPingTimeout = time.Second
 
 // Listen is ListenConfig{KeyFile: keyFile}.Listen(path).
 func Listen(path, keyFile string) (*Host, error) {
@@ -101,6 +111,7 @@ func (lc ListenConfig) Listen(path string) (*Host, error) {
 		ln:           ln,
 		done:         make(chan struct{}),
 		reattachWait: cmp.Or(lc.ReattachWait, DefaultReattachWait),
+		pingTimeout:  cmp.Or(lc.PingTimeout, DefaultPingTimeout),
 		log:          log,
 		changed:      make(chan struct{}),
 		pending:      map[net.Conn]struct{}{},
