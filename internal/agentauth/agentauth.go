@@ -172,7 +172,7 @@ func ParseVerdict(line []byte) error {
 		return nil
 	}
 	reason, ok := bytes.CutPrefix(line, []byte("refused "))
-	if !ok {
+	if !ok || len(reason) == 0 {
 		return fmt.Errorf("%w: not a verdict", ErrMalformed)
 	}
 	for _, c := range reason {
