@@ -208,3 +208,51 @@ func TestMemoryForkCopiesHaveTheirOwnKeys(t *testing.T) {
 		t.Errorf("recovery restarted a sandbox whose agent should have proved itself:\n%s", d.logText())
 	}
 }
+
+// What an earlier cairn left cannot prove itself: a memory image without
+// a key resumes with its disk alone (a fresh boot), and a running
+// sandbox whose cairn-init holds no key cairnd knows is started again
+// from its disk by recovery.
+func TestAgentsWithoutKeysBootFromDisk(t *testing.T) {
+	d := startDaemon(t)
+	sb := d.create("old")
+	d.sh("old", "echo kept > /root/file")
+	d.counter("old") // in /tmp/count, memory alone
+	ck := d.checkpoint("old", "--memory")
+	image := filepath.Join(d.dataDir, "pool", "memory", ck.GlobalID)
+	if err := os.Remove(filepath.Join(image, "agent.key")); err != nil {
+		t.Fatalf("the memory image has no key file: %v", err)
+	}
+	d.mustCLI("fork", "old", "--from-checkpoint", ck.ID, "--name-prefix", "copy")
+	if got := d.sh("copy-1", "cat /root/file; ls /tmp/count 2>&1 || true"); !strings.HasPrefix(got, "kept\n") || strings.Contains(got, "/tmp/count\n") {
+		t.Errorf("the copy of a memory image without a key: %q; want its disk alone, without the counter", got)
+	}
+	if !strings.Contains(d.logText(), "memory image from an earlier cairn") {
+		t.Error("no warning about the image")
+	}
+
+	// A running sandbox whose key cairnd lost, as one started before
+	// agents proved themselves.
+	if err := os.Remove(filepath.Join(d.dataDir, "sandboxes", sb.ID, "agent.key")); err != nil {
+		t.Fatal(err)
+	}
+	d.kill(syscall.SIGKILL)
+	d.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, errOut, code := d.cli("", "exec", "old", "--", "sh", "-c", "cat /root/file; if test -e /tmp/count; then echo counter-alive; fi")
+		if code == 0 {
+			if out != "kept\n" {
+				t.Errorf("after recovery: %q; want a fresh boot of its disk", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("old sandbox never came back: exit %d %q %q", code, out, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(d.logText(), "did not dial back") {
+		t.Error("recovery did not restart the sandbox")
+	}
+}
