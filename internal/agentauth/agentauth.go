@@ -144,7 +144,6 @@ func (e *RefusedError) Error() string { return "cairnd refused the agent: " + e.
 const (
 	ReasonBadProof  = "bad proof"
 	ReasonConnected = "another agent is connected"
-	ReasonKeys      = "cannot record a new key"
 )
 
 // VerdictLine is cairnd's last line: "ok\n", or "refused <reason>\n" for a

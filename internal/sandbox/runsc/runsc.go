@@ -220,7 +220,8 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 	pidFile := filepath.Join(spec.BundleDir, "pid")
 	os.Remove(pidFile)
 	// One call creates and starts the container; --detach returns once it
-	// runs. The sandbox inherits this command's stdio: the log file.
+	// runs. The sandbox inherits this command's stdio: spec.Stdin (else
+	// /dev/null) and the log file.
 	args := append([]string{verb, "--detach", "--bundle=" + spec.BundleDir, "--pid-file=" + pidFile}, extra...)
 	cmd := r.commandNet(ctx, spec.Network, append(args, spec.ID)...)
 	cmd.Stdin = nil // /dev/null
