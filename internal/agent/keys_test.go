@@ -1,10 +1,8 @@
 package agent_test
 
 import (
-	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/agentauth"
@@ -38,33 +36,4 @@ func keyOf(t *testing.T, sock string) agentauth.Key {
 	}
 	testKeys.m[sock] = k
 	return k
-}
-
-// acceptProven accepts a connection on ln and runs cairnd's side of the
-// handshake on it by hand, for tests that speak to cairn-init without
-// package agent.
-func acceptProven(t *testing.T, ln net.Listener, key agentauth.Key) net.Conn {
-	t.Helper()
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	nonce := agentauth.NewNonce()
-	if _, err := conn.Write(agentauth.ChallengeLine(nonce)); err != nil {
-		t.Fatal(err)
-	}
-	line, err := agentauth.ReadLine(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proof, err := agentauth.ParseProof(line)
-	if err != nil || agentauth.Verify([]agentauth.Key{key}, nonce, proof) != 0 {
-		t.Fatalf("cairn-init's proof %q: %v", line, err)
-	}
-	if _, err := conn.Write(agentauth.VerdictLine("")); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetDeadline(time.Time{})
-	return conn
 }
