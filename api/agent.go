@@ -20,6 +20,7 @@ const (
 	AgentOpServices = "services" // reply: ServicesReply
 	AgentOpLogs     = "logs"     // reply: LogsReply, then that many bytes of the service's log
 	AgentOpHostname = "hostname" // reply: AgentResult once the hostname is Hostname
+	AgentOpRekey    = "rekey"    // reply: AgentResult once cairn-init proves itself with Key from then on
 )
 
 // AgentRequest is the header line cairnd writes first on every stream it
@@ -35,6 +36,8 @@ type AgentRequest struct {
 	// Hostname is the new hostname, for AgentOpHostname (a sandbox resumed
 	// from another's memory gets its own name).
 	Hostname string `json:"hostname,omitempty"`
+	// Key is cairn-init's new key, 64 hex digits, for AgentOpRekey.
+	Key string `json:"key,omitempty"`
 }
 
 // AgentInfo answers a ping.

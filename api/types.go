@@ -26,8 +26,9 @@ type Sandbox struct {
 	MemoryBytes int64     `json:"memory_bytes,omitempty"`
 	Parent      string    `json:"parent,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
-	// AgentConnected says whether cairn-init inside answers; only meaningful
-	// while running.
+	// AgentConnected says whether cairn-init inside is connected: a
+	// connection that proved it holds the sandbox's agent key (see
+	// docs/exec-protocol.md); only meaningful while running.
 	AgentConnected bool `json:"agent_connected"`
 	// Pid is the host pid of the runsc sandbox process while running.
 	Pid int `json:"pid,omitempty"`

@@ -30,12 +30,22 @@ type Host struct {
 	ln           net.Listener
 	done         chan struct{} // closed when the accept loop ends
 	reattachWait time.Duration
+	pingTimeout  time.Duration
 	log          *slog.Logger
 
 	mu      sync.Mutex
-	sess    *yamux.Session // the newest connection; nil before the first
+	sess    *yamux.Session // the authenticated connection; nil before the first
 	changed chan struct{}  // closed (and replaced) when sess changes or the Host closes
 	closed  bool
+	pending map[net.Conn]struct{} // connections in their handshake, closed by Close
+
+	handshakes sync.WaitGroup // admit goroutines
+	slots      chan struct{}  // one per connection in its handshake
+	admitMu    sync.Mutex     // one proven connection decided at a time
+	keyFile    string
+	keysMu     sync.Mutex
+	ring       keyring // what keyFile holds; no Key: every connection is refused
+	refusals   refusalLog
 }
 
 // DefaultReattachWait is how long an attached exec whose connection to
@@ -46,20 +56,44 @@ const DefaultReattachWait = 60 * time.Second
 
 // ListenConfig holds the options of a Host.
 type ListenConfig struct {
+	// KeyFile records the key the sandbox's cairn-init proves itself
+	// with (NewKeyFile, InheritKeyFile); the Host re-keys cairn-init
+	// through it. Without one, or if it cannot be read, every
+	// connection is refused.
+	KeyFile string
 	// ReattachWait bounds how long an exec stream whose connection broke
 	// waits to re-attach its session; default DefaultReattachWait.
 	ReattachWait time.Duration
-	Log          *slog.Logger // default slog.Default()
+	// PingTimeout bounds the ping that decides whether the current
+	// connection still answers when another one proves itself; default
+	// DefaultPingTimeout.
+	PingTimeout time.Duration
+	Log         *slog.Logger // default slog.Default()
+}
+
+// DefaultPingTimeout is ListenConfig.PingTimeout's default. A memory
+// checkpoint breaks a connection without either side noticing; the ping
+// of a broken one fails at once or times out.
+const DefaultPingTimeout = time.Second
+
+// Listen is ListenConfig{KeyFile: keyFile}.Listen(path).
+func Listen(path, keyFile string) (*Host, error) {
+	return ListenConfig{KeyFile: keyFile}.Listen(path)
 }
 
 // Listen removes a stale socket file at path, listens on it and accepts
-// cairn-init's connections in the background.
-func Listen(path string) (*Host, error) {
-	return ListenConfig{}.Listen(path)
-}
-
-// Listen is the package's Listen with the options of lc.
+// cairn-init's connections in the background: only one that proves it
+// holds the key of lc.KeyFile becomes the Host's connection (see
+// admit).
 func (lc ListenConfig) Listen(path string) (*Host, error) {
+	log := cmp.Or(lc.Log, slog.Default())
+	ring, err := readKeyring(lc.KeyFile)
+	if err != nil {
+		// A sandbox from before agents proved themselves, or a lost
+		// file: no agent can connect, and whoever waits for one decides.
+		log.Warn("agent: no key for this sandbox; every connection will be refused", "socket", path, "err", err)
+		ring = keyring{}
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale agent socket: %w", err)
 	}
@@ -67,8 +101,9 @@ func (lc ListenConfig) Listen(path string) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on agent socket: %w", err)
 	}
-	// The sandbox's processes run as any user; the directory is private.
-	if err := os.Chmod(path, 0o666); err != nil {
+	// cairn-init runs as root; no other user inside may even dial it
+	// (gVisor checks a host socket's mode on connect).
+	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("chmod agent socket: %w", err)
 	}
@@ -76,14 +111,21 @@ func (lc ListenConfig) Listen(path string) (*Host, error) {
 		ln:           ln,
 		done:         make(chan struct{}),
 		reattachWait: cmp.Or(lc.ReattachWait, DefaultReattachWait),
-		log:          cmp.Or(lc.Log, slog.Default()),
+		pingTimeout:  cmp.Or(lc.PingTimeout, DefaultPingTimeout),
+		log:          log,
 		changed:      make(chan struct{}),
+		pending:      map[net.Conn]struct{}{},
+		slots:        make(chan struct{}, maxHandshakes),
+		keyFile:      lc.KeyFile,
+		ring:         ring,
 	}
+	h.refusals.log = log
 	go h.accept()
 	return h, nil
 }
 
-// accept makes each new connection the current one, closing the previous.
+// accept hands each new connection to admit, at most maxHandshakes at
+// once: past that a connection is closed at once.
 func (h *Host) accept() {
 	defer close(h.done)
 	for {
@@ -94,26 +136,47 @@ func (h *Host) accept() {
 			}
 			continue // a failed accept (EMFILE, …) does not end the listener
 		}
-		sess, err := yamux.Client(conn, yamuxConfig())
-		if err != nil { // only for an invalid config
+		select {
+		case h.slots <- struct{}{}:
+		default:
 			conn.Close()
+			h.refusals.note("too many connections in their handshake")
 			continue
 		}
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			sess.Close()
+			conn.Close()
+			<-h.slots
 			return
 		}
-		old := h.sess
-		h.sess = sess
-		close(h.changed)
-		h.changed = make(chan struct{})
+		h.pending[conn] = struct{}{}
 		h.mu.Unlock()
-		if old != nil {
-			old.Close()
-		}
+		h.handshakes.Go(func() {
+			defer func() { <-h.slots }()
+			h.admit(conn)
+		})
 	}
+}
+
+// install makes sess the Host's connection, closing the previous one. It
+// returns false (and closes sess) if the Host is closed.
+func (h *Host) install(sess *yamux.Session) bool {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		sess.Close()
+		return false
+	}
+	old := h.sess
+	h.sess = sess
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return true
 }
 
 // yamuxConfig is cairnd's side of the multiplexed connection, with
@@ -135,16 +198,21 @@ func (h *Host) Close() error {
 	h.closed = true
 	sess := h.sess
 	close(h.changed)
+	for conn := range h.pending {
+		conn.Close()
+	}
 	h.mu.Unlock()
 	err := h.ln.Close()
 	<-h.done
+	h.handshakes.Wait()
 	if sess != nil {
 		sess.Close()
 	}
 	return err
 }
 
-// Connected reports whether a connection from cairn-init is up.
+// Connected reports whether a connection from cairn-init is up: one that
+// proved it holds the sandbox's key.
 func (h *Host) Connected() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/agentauth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/initd"
 )
@@ -35,7 +36,7 @@ func socketPath(t *testing.T) string {
 
 func listen(t *testing.T, sock string) *agent.Host {
 	t.Helper()
-	h, err := agent.Listen(sock)
+	h, err := agent.Listen(sock, keyFile(t, sock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +57,9 @@ func startInitWith(t *testing.T, cfg initd.Config) <-chan struct{} {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.Version = "test"
+	if cfg.Key == (agentauth.Key{}) {
+		cfg.Key = keyOf(t, cfg.SocketPath)
+	}
 	cfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.ServicesDir == "" {
 		cfg.ServicesDir = t.TempDir()
@@ -280,7 +284,7 @@ func TestServices(t *testing.T) {
 // ends with ErrSessionLost.
 func TestExecSessionLost(t *testing.T) {
 	sock := socketPath(t)
-	h, err := agent.ListenConfig{ReattachWait: 200 * time.Millisecond}.Listen(sock)
+	h, err := agent.ListenConfig{KeyFile: keyFile(t, sock), ReattachWait: 200 * time.Millisecond}.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +293,7 @@ func TestExecSessionLost(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = initd.Run(ctx, initd.Config{SocketPath: sock, ServicesDir: t.TempDir(), LogDir: t.TempDir(),
+		_ = initd.Run(ctx, initd.Config{SocketPath: sock, Key: keyOf(t, sock), ServicesDir: t.TempDir(), LogDir: t.TempDir(),
 			Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	}()
 	t.Cleanup(func() {
@@ -332,7 +336,7 @@ func TestExecSessionLostWhenHostCloses(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = initd.Run(ctx, initd.Config{SocketPath: sock, ServicesDir: t.TempDir(), LogDir: t.TempDir(),
+		_ = initd.Run(ctx, initd.Config{SocketPath: sock, Key: keyOf(t, sock), ServicesDir: t.TempDir(), LogDir: t.TempDir(),
 			Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	}()
 	t.Cleanup(func() {

@@ -74,6 +74,11 @@ type Request struct {
 	Memory       bool
 	MemoryDir    string
 	Checkpointer Checkpointer
+	// SaveAgentKeys, if set, writes into MemoryDir what the agent of a
+	// copy resumed from the image needs to prove itself (its keys). It is
+	// called while the sandbox is paused, just before its memory is
+	// saved, so the keys are those the frozen agent holds.
+	SaveAgentKeys func(memoryDir string) error
 	// StopAfter ends the sandbox once its memory is saved instead of
 	// resuming it (a saved session).
 	StopAfter bool
@@ -141,6 +146,11 @@ func Take(ctx context.Context, r Request) (res Result, err error) {
 	if r.Memory {
 		progress(PhaseMemory, "Saving memory")
 		t := time.Now()
+		if r.SaveAgentKeys != nil {
+			if err := r.SaveAgentKeys(r.MemoryDir); err != nil {
+				return res, fmt.Errorf("memory checkpoint: %w", err)
+			}
+		}
 		if err := r.Checkpointer.Checkpoint(ctx, r.Container, r.MemoryDir, !r.StopAfter); err != nil {
 			return res, fmt.Errorf("memory checkpoint: %w", err)
 		}

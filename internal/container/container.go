@@ -21,6 +21,10 @@ type Spec struct {
 	// container (an OCI bundle, a pid file).
 	BundleDir string
 	LogPath   string // file that receives init's stdout and stderr
+	// Stdin is what init reads on its standard input, a pipe that ends
+	// after it: cairn-init's key for this boot. nil: /dev/null. (A
+	// resumed container keeps the standard input it had.)
+	Stdin []byte
 }
 
 // Options are the settings a sandbox carries into every container it runs

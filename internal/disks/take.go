@@ -23,6 +23,9 @@ type TakeRequest struct {
 	Running   bool
 	Container string
 	Agent     checkpoint.Quiescer
+	// SaveAgentKeys writes the agent's keys into a memory image (see
+	// checkpoint.Request); needed with Memory.
+	SaveAgentKeys func(memoryDir string) error
 
 	Trigger string
 	Comment string
@@ -62,7 +65,8 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 		Root: d.cfg.Pool.SandboxPath(sb.ID), Dest: dest, Running: r.Running,
 		Container: r.Container, Agent: r.Agent, Runtime: d.cfg.Runtime, Pool: d.cfg.Pool,
 		Checkpointer: d.cfg.Runtime, Memory: r.Memory, StopAfter: r.StopAfter,
-		Progress: progress,
+		SaveAgentKeys: r.SaveAgentKeys,
+		Progress:      progress,
 	}
 	if r.Memory {
 		row.MemoryPath = d.cfg.Pool.Rel(d.cfg.Pool.MemoryPath(id))

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+
+	"github.com/cairn-sandbox/cairn/internal/agentauth"
 )
 
 // Reconnect backoff: a connection that breaks after lasting stableAfter is
@@ -50,14 +52,28 @@ func (s *server) dialLoop(ctx context.Context) {
 	}
 }
 
-// connectAndServe dials cairnd and serves streams until the connection
-// breaks or ctx ends. It returns an error only if it could not connect.
+// handshakeTimeout bounds cairn-init's side of the handshake: cairnd may
+// first ping the connection it has (1 s at most) before it answers.
+const handshakeTimeout = 5 * time.Second
+
+// connectAndServe dials cairnd, proves it is the sandbox's agent and serves
+// streams until the connection breaks or ctx ends. It returns an error only
+// if it could not connect or cairnd refused it.
 func (s *server) connectAndServe(ctx context.Context) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", s.cfg.SocketPath)
 	if err != nil {
 		return err
 	}
+	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	s.keyMu.Lock()
+	key := s.key
+	s.keyMu.Unlock()
+	if err := agentauth.Answer(conn, key); err != nil {
+		conn.Close()
+		return err
+	}
+	_ = conn.SetDeadline(time.Time{})
 	sess, err := yamux.Server(conn, yamuxConfig())
 	if err != nil {
 		conn.Close()

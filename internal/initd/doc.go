@@ -3,7 +3,9 @@
 // It reaps every child, forwards the signals it gets to the process groups
 // it started, and keeps one yamux connection to cairnd by dialing the host
 // socket bound into the sandbox, again and again whenever the connection
-// breaks. cairnd opens a stream on that connection per request: ping,
+// breaks. Each connection starts with a handshake in which it proves it
+// holds Config.Key (package agentauth); cairnd may give it a new key
+// (op rekey). cairnd opens a stream on that connection per request: ping,
 // exec, attach, ack, sync, shutdown, services, logs or hostname. Processes
 // outlive the connection, and so do attached exec sessions: their output
 // is buffered until cairnd acknowledges it, and cairnd re-attaches a

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/agentauth"
 	"github.com/cairn-sandbox/cairn/internal/initd"
 )
 
@@ -46,6 +47,9 @@ func startInit(t *testing.T, cfg initd.Config) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.Version = "test"
+	if cfg.Key == (agentauth.Key{}) {
+		cfg.Key = keyOf(t, cfg.SocketPath)
+	}
 	if cfg.ServicesDir == "" { // not the machine's own
 		cfg.ServicesDir = t.TempDir()
 	}
@@ -79,7 +83,7 @@ func start(t *testing.T) *agent.Host {
 func startWith(t *testing.T, cfg initd.Config) *agent.Host {
 	t.Helper()
 	sock := socketPath(t)
-	h, err := agent.Listen(sock)
+	h, err := agent.Listen(sock, keyFile(t, sock))
 	if err != nil {
 		t.Fatal(err)
 	}

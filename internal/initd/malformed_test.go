@@ -23,10 +23,7 @@ func rawHost(t *testing.T) *yamux.Session {
 	}
 	defer ln.Close()
 	startInit(t, initd.Config{SocketPath: sock})
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := acceptProven(t, ln, keyOf(t, sock))
 	sess, err := yamux.Client(conn, nil)
 	if err != nil {
 		t.Fatal(err)

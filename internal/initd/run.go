@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/internal/agentauth"
 )
 
 // DefaultSocketPath is where the host's agent socket is bound in a sandbox.
@@ -25,6 +27,7 @@ const DefaultTermGrace = 5 * time.Second
 // Config says how Run behaves.
 type Config struct {
 	SocketPath string        // host socket to dial; default DefaultSocketPath
+	Key        agentauth.Key // proves to cairnd that this is the sandbox's agent (cairnd gives it at boot)
 	IsInit     bool          // the process is PID 1: may signal every process with kill(-1, …)
 	Env        []string      // environment every command starts from (cairn-init passes its own)
 	Version    string        // reported by ping
@@ -54,6 +57,9 @@ type server struct {
 	sessions *sessionTable      // attached execs
 	stop     context.CancelFunc // ends Run
 	wg       sync.WaitGroup     // stream handlers
+
+	keyMu sync.Mutex
+	key   agentauth.Key // Config.Key, until cairnd re-keys it
 }
 
 // Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx
@@ -100,6 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 		groups:   newGroups(),
 		sessions: newSessionTable(),
 		stop:     stop,
+		key:      cfg.Key,
 	}
 	s.services = newServices(s, loadServices(cfg.ServicesDir, cfg.Log))
 

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/agentauth"
 )
 
 // headerTimeout bounds how long a new stream may take to send its header.
@@ -52,6 +53,16 @@ func (s *server) handle(st *yamux.Stream) {
 			s.replyError(st, fmt.Errorf("sethostname: %w", err))
 			return
 		}
+		s.reply(st, api.AgentResult{OK: true})
+	case api.AgentOpRekey:
+		key, err := agentauth.ParseKey([]byte(req.Key))
+		if err != nil {
+			s.replyError(st, &opError{code: api.AgentErrInvalid, msg: "rekey: " + err.Error()})
+			return
+		}
+		s.keyMu.Lock()
+		s.key = key
+		s.keyMu.Unlock()
 		s.reply(st, api.AgentResult{OK: true})
 	case api.AgentOpShutdown:
 		grace := time.Duration(req.GraceMS) * time.Millisecond

@@ -335,7 +335,7 @@ func TestServiceLogs(t *testing.T) {
 func stopping(t *testing.T, e svcEnv) (*agent.Host, *running) {
 	t.Helper()
 	sock := socketPath(t)
-	h, err := agent.Listen(sock)
+	h, err := agent.Listen(sock, keyFile(t, sock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestSIGTERMStopsServices(t *testing.T) {
 func TestRunEndStopsServices(t *testing.T) {
 	e := newServices(t, map[string]string{"s.json": service("s", []string{"sleep", "30"}, "always")})
 	sock := socketPath(t)
-	h, err := agent.Listen(sock)
+	h, err := agent.Listen(sock, keyFile(t, sock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +429,7 @@ func TestRunEndStopsServices(t *testing.T) {
 	done := make(chan error, 1)
 	cfg := e.config()
 	cfg.SocketPath = sock
+	cfg.Key = keyOf(t, sock)
 	go func() { done <- initd.Run(ctx, cfg) }()
 	var pid int
 	eventually(t, func() (bool, string) {

@@ -171,6 +171,10 @@ func startProxied(t *testing.T, cfg initd.Config, lc agent.ListenConfig) (*agent
 	if lc.Log == nil {
 		lc.Log = slog.New(slog.NewTextHandler(t.Output(), nil)).With("component", "cairnd")
 	}
+	lc.KeyFile = keyFile(t, hostSock)
+	// A connection the proxy broke stays open on the Host's side and
+	// never answers: the Host gives up on it after this.
+	lc.PingTimeout = 50 * time.Millisecond
 	h, err := lc.Listen(hostSock)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +182,7 @@ func startProxied(t *testing.T, cfg initd.Config, lc agent.ListenConfig) (*agent
 	t.Cleanup(func() { h.Close() })
 	p := startProxy(t, initSock, hostSock)
 	cfg.SocketPath = initSock
+	cfg.Key = keyOf(t, hostSock)
 	startInit(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -464,10 +469,7 @@ func TestAttachProtocol(t *testing.T) {
 	startInit(t, initd.Config{SocketPath: sock, ExecBuffer: 1 << 20})
 	accept := func() *yamux.Session {
 		t.Helper()
-		conn, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := acceptProven(t, ln, keyOf(t, sock))
 		sess, err := yamux.Client(conn, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -36,7 +36,7 @@ func TestSignalsAreForwarded(t *testing.T) {
 
 func TestSIGTERMEndsEverything(t *testing.T) {
 	sock := socketPath(t)
-	h, err := agent.Listen(sock)
+	h, err := agent.Listen(sock, keyFile(t, sock))
 	if err != nil {
 		t.Fatal(err)
 	}

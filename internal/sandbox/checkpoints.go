@@ -83,6 +83,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	}
 	if inst != nil {
 		req.Agent, req.Container = inst.agent, inst.container
+		req.SaveAgentKeys = inst.agent.SaveKeys
 	}
 	ck, res, err := m.cfg.Disks.Take(ctx, req)
 	if err != nil {

@@ -13,6 +13,7 @@
 //	<pool>/sandboxes/<id>              root subvolume (writable snapshot of the image)
 //	<data>/sandboxes/<id>/bundle/      OCI bundle written for runsc
 //	<data>/sandboxes/<id>/console.log  cairn-init's own output
+//	<data>/sandboxes/<id>/agent.key    the key cairn-init proves itself with (package agent)
 //	<data>/sandboxes/<id>/dotcairn/    bound read-only at /.cairn: agent.sock
 //	<data>/browse/<id>/                bound read-only at /.cairn/checkpoints (package browse)
 //	<data>/bin/                        bound read-only at /.cairn/bin: cairn-init

@@ -109,6 +109,10 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	if err := r.cfg.Disks.Publish(ctx, sb); err != nil {
 		return fmt.Errorf("browse view: %w", err)
 	}
+	memImage, stdin, err := r.agentKey(sb, memImage)
+	if err != nil {
+		return err
+	}
 	inst, err := r.openSockets(sb)
 	if err != nil {
 		return err
@@ -131,6 +135,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		Options:   container.Options{CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes, Network: container.NetworkNone},
 		BundleDir: filepath.Join(dir, "bundle"),
 		LogPath:   filepath.Join(dir, "console.log"),
+		Stdin:     stdin,
 	}
 	launch := func() (int, error) { return r.cfg.Runtime.Start(ctx, spec) }
 	if memImage != "" {
@@ -240,7 +245,7 @@ func (r *runner) openSockets(sb metadata.Sandbox) (*instance, error) {
 	if err := os.WriteFile(filepath.Join(dot, "llm.txt"), llmText, 0o444); err != nil {
 		return nil, err
 	}
-	host, err := agent.Listen(r.agentSocket(sb.ID))
+	host, err := agent.Listen(r.agentSocket(sb.ID), r.agentKeyFile(sb.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +272,36 @@ func (r *runner) openSockets(sb metadata.Sandbox) (*instance, error) {
 	return inst, nil
 }
 
+// agentKey records the key the sandbox's cairn-init will prove itself
+// with, in the sandbox's host directory (never in dotcairn, which the
+// sandbox sees): for a boot a fresh one, returned as the line cairn-init
+// reads on its standard input; for a resume from memImage the keys saved
+// with the image, which the resumed cairn-init still holds (it is re-keyed
+// when it connects). An image without keys was made by an earlier cairn
+// whose cairn-init cannot prove itself: the sandbox boots from its disk
+// instead, and memImage comes back "".
+func (r *runner) agentKey(sb metadata.Sandbox, memImage string) (string, []byte, error) {
+	keyFile := r.agentKeyFile(sb.ID)
+	if err := os.MkdirAll(filepath.Dir(keyFile), 0o755); err != nil {
+		return "", nil, err
+	}
+	if memImage != "" {
+		err := agent.InheritKeyFile(memImage, keyFile)
+		if err == nil {
+			return memImage, nil, nil
+		}
+		if !errors.Is(err, agent.ErrNoImageKey) {
+			return "", nil, errdefs.Wrap(api.CodeMemoryImageBad, err, "resume sandbox %s from its memory image", sb.Name)
+		}
+		slog.Warn("memory image from an earlier cairn: its cairn-init cannot prove itself; booting from the disk alone", "sandbox", sb.Name, "image", memImage)
+	}
+	key, err := agent.NewKeyFile(keyFile)
+	if err != nil {
+		return "", nil, err
+	}
+	return "", []byte(key.String() + "\n"), nil
+}
+
 // rename gives a sandbox resumed from another's memory its own hostname:
 // the kernel state came from the checkpoint, hostname included.
 func (r *runner) rename(ctx context.Context, sb metadata.Sandbox) {
@@ -285,6 +320,12 @@ func (r *runner) sandboxDir(id string) string {
 
 func (r *runner) agentSocket(id string) string {
 	return filepath.Join(r.sandboxDir(id), "dotcairn", "agent.sock")
+}
+
+// agentKeyFile records the key of the sandbox's cairn-init (agent.Host
+// re-keys through it); outside dotcairn, unseen by the sandbox.
+func (r *runner) agentKeyFile(id string) string {
+	return filepath.Join(r.sandboxDir(id), "agent.key")
 }
 
 // isLive reports whether cairnd runs sandbox id.

@@ -220,10 +220,22 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 	pidFile := filepath.Join(spec.BundleDir, "pid")
 	os.Remove(pidFile)
 	// One call creates and starts the container; --detach returns once it
-	// runs. The sandbox inherits this command's stdio: the log file.
+	// runs. The sandbox inherits this command's stdio: spec.Stdin (else
+	// /dev/null) and the log file.
 	args := append([]string{verb, "--detach", "--bundle=" + spec.BundleDir, "--pid-file=" + pidFile}, extra...)
 	cmd := r.commandNet(ctx, spec.Network, append(args, spec.ID)...)
 	cmd.Stdin = nil // /dev/null
+	if spec.Stdin != nil {
+		// runsc gives its standard input to the container's init. A
+		// pipe, filled and closed before runsc starts (the bytes fit in
+		// its buffer), so they are never on disk.
+		stdin, err := pipeWith(spec.Stdin)
+		if err != nil {
+			return 0, fmt.Errorf("runsc %s: %w", verb, err)
+		}
+		defer stdin.Close()
+		cmd.Stdin = stdin
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for cairnd must not reach the sandbox.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -239,6 +251,24 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 		return 0, fmt.Errorf("runsc %s: pid file: %w", verb, err)
 	}
 	return pid, nil
+}
+
+// pipeWith returns the read end of a pipe that holds b and then ends; b
+// must fit in a pipe's buffer (64 KiB on Linux).
+func pipeWith(b []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(b)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("fill init's standard input: %w", err)
+	}
+	return r, nil
 }
 
 // Restore writes the bundle for spec and starts its container from the
