@@ -15,6 +15,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,16 +59,29 @@ func newGlobalOptions(stdin io.Reader, stdout, stderr io.Writer) *globalOptions 
 // client returns a client for the daemon the options point at.
 func (g *globalOptions) client() *client.Client { return client.New(g.Socket) }
 
-// printJSON writes v to stdout as indented JSON.
+// printJSON writes v to stdout as indented JSON, every string in it exact
+// and every character a terminal could obey written as a \u escape
+// (safeJSON).
 func (g *globalOptions) printJSON(v any) error {
-	enc := json.NewEncoder(g.stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := g.stdout.Write(safeJSON(buf.Bytes()))
+	return err
 }
 
-// printf writes human output to stdout.
+// printf writes human output to stdout. Every string, error and Stringer
+// among args is escaped (safe); the format itself is cairn's own.
 func (g *globalOptions) printf(format string, args ...any) {
-	fmt.Fprintf(g.stdout, format, args...)
+	fmt.Fprintf(g.stdout, format, safeArgs(args)...)
+}
+
+// eprintf writes a human message to stderr, escaped as printf does.
+func (g *globalOptions) eprintf(format string, args ...any) {
+	fmt.Fprintf(g.stderr, format, safeArgs(args)...)
 }
 
 // NewRootCommand returns the cairn command with every subcommand, writing
@@ -257,12 +271,14 @@ func (g *globalOptions) report(cmd *cobra.Command, err error) int {
 
 // formatError is the human form of an error: "error CODE: message" for
 // errors cairnd answered, "error: message" for the others.
+// Messages are escaped (safe): they quote names and errors that a sandbox
+// may have chosen.
 func formatError(err error) string {
 	var ce *client.Error
 	if errors.As(err, &ce) {
-		return ce.Error()
+		return safe(ce.Error())
 	}
-	return "error: " + err.Error()
+	return "error: " + safe(err.Error())
 }
 
 // errorInfo is the --json form of an error; the code is empty for errors
