@@ -31,6 +31,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // Exit codes of cairn itself.
@@ -117,7 +118,13 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 	}
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		var bad *errdefs.Error
+		if errors.As(err, &bad) {
+			return usageError{bad} // a number flag out of range: its V02 message alone
+		}
+		return usageError{err}
+	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Socket, "socket", socket, "cairnd's unix socket (env CAIRN_SOCKET)")
 	pf.BoolVar(&g.JSON, "json", false, "machine output (JSON) on stdout, errors included")
@@ -278,15 +285,25 @@ func formatError(err error) string {
 	if errors.As(err, &ce) {
 		return safe(ce.Error())
 	}
+	var local *errdefs.Error
+	if errors.As(err, &local) {
+		return safe("error " + local.Code + ": " + err.Error())
+	}
 	return "error: " + safe(err.Error())
 }
 
 // errorInfo is the --json form of an error; the code is empty for errors
-// cairnd did not answer (daemon unreachable, bad usage, interrupted).
+// cairnd did not answer (daemon unreachable, bad usage, interrupted),
+// except those the CLI found with cairnd's own checks (V02 for a number
+// flag out of range).
 func errorInfo(err error) api.ErrorInfo {
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		return api.ErrorInfo{Code: ce.Code, Message: ce.Message}
+	}
+	var local *errdefs.Error
+	if errors.As(err, &local) {
+		return api.ErrorInfo{Code: local.Code, Message: err.Error()}
 	}
 	return api.ErrorInfo{Message: err.Error()}
 }

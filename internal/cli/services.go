@@ -95,7 +95,7 @@ the log is not valid UTF-8.`,
 			return runLogs(cmd.Context(), opts, g)
 		},
 	}
-	cmd.Flags().IntVar(&opts.Tail, "tail-bytes", 0, "how much of the end of the log to show (default 64 KiB, at most 1 MiB)")
+	boundedIntVar(cmd.Flags(), &opts.Tail, "tail-bytes", 0, 0, api.MaxLogTail, "how much of the end of the log to show, in bytes (0: 64 KiB; at most 1048576)")
 	return cmd
 }
 
