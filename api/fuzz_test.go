@@ -91,7 +91,7 @@ func FuzzReadMessage(f *testing.F) {
 	f.Add([]byte(`{"op":"logs","logs":{"service":"web","tail_bytes":100}}`+"\n"), 0)
 	f.Add([]byte(`{"op":"attach","session":{"id":"00","offset":5}}`+"\n"), 0)
 	f.Add([]byte(`{"op":"shutdown","grace_ms":10000}`+"\n"), 0)
-	f.Add([]byte(`{"op":"ping"}`), 0)            // no newline
+	f.Add([]byte(`{"op":"ping"}`), 0)              // no newline
 	f.Add([]byte(`{"op":"ping"} {"x":1}`+"\n"), 0) // trailing data in the line
 	f.Add([]byte("\n"), 0)
 	f.Add(bytes.Repeat([]byte("a"), 300), 100)

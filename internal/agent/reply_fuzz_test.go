@@ -139,4 +139,3 @@ func FuzzReplies(f *testing.F) {
 		}
 	})
 }
-
