@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION) -X github.com/cairn-sandbox/cairn/internal/cli.Version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 
-.PHONY: build deps test-deps run test crash-trials lint bench clean
+.PHONY: build deps test-deps run test crash-trials fuzz lint bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init ./cmd/cairn-env
@@ -32,6 +32,26 @@ test: test-deps build lint
 CAIRN_CRASH_TRIALS ?= 400
 crash-trials: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin CAIRN_CRASH_TRIALS=$(CAIRN_CRASH_TRIALS) $(GO) test -count=1 -timeout 90m -v -run '^TestCrashTrials$$' ./test/integration
+
+# The fuzz targets, each for FUZZTIME (go test -fuzz runs one target at a
+# time). What they hold and where their seeds are: docs/security-output.md.
+# `make test` runs the committed seeds (testdata/fuzz/FuzzX/ and f.Add) as
+# ordinary tests; a crasher found here lands in testdata/fuzz/FuzzX/: fix
+# the bug and commit the file as a seed.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./api:FuzzReadFrame \
+	./api:FuzzReadMessage \
+	./internal/initd:FuzzReadRequest \
+	./internal/agent:FuzzReplies \
+	./internal/server:FuzzSandboxAPI \
+	./internal/cli:FuzzHumanOutput
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

@@ -110,6 +110,9 @@ func ReadFrame(r io.Reader) (FrameType, []byte, error) {
 	}
 	payload := make([]byte, n)
 	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // a header without its payload is a torn frame, not a clean end
+		}
 		return 0, nil, fmt.Errorf("exec frame payload: %w", err)
 	}
 	return FrameType(hdr[0]), payload, nil

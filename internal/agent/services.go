@@ -60,7 +60,7 @@ func (h *Host) ServiceLogs(ctx context.Context, name string, tail int) ([]byte, 
 	}
 	defer st.Close()
 	if reply.Bytes < 0 || reply.Bytes > api.MaxLogTail {
-		return nil, fmt.Errorf("agent logs: reply announces %d bytes", reply.Bytes)
+		return nil, errdefs.New(api.CodeAgentUnreachable, "agent logs: reply announces %d bytes, want 0 to %d", reply.Bytes, api.MaxLogTail)
 	}
 	stop := context.AfterFunc(ctx, func() { abort(st) })
 	defer stop()

@@ -124,7 +124,7 @@ func runCheckpointCreate(ctx context.Context, opts checkpointCreateOptions, g *g
 // is only crash-consistent.
 func warnCrash(g *globalOptions, name string, ck api.Checkpoint) {
 	if ck.Consistency == "crash" {
-		fmt.Fprintf(g.stderr, "warning: the file system of %s did not quiesce in time: %s is crash-consistent\n", name, ck.ID)
+		g.eprintf("warning: the file system of %s did not quiesce in time: %s is crash-consistent\n", name, ck.ID)
 	}
 }
 

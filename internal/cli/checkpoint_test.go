@@ -486,7 +486,7 @@ func TestCheckpointUsageErrorsExit2(t *testing.T) {
 		if stdout != "" {
 			t.Errorf("cairn %q: stdout %q, want nothing", args, stdout)
 		}
-		if !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, "Usage:") {
+		if !(strings.HasPrefix(stderr, "error: ") || strings.HasPrefix(stderr, "error V02: ")) || !strings.Contains(stderr, "Usage:") {
 			t.Errorf("cairn %q: stderr %q, want an error and the usage", args, stderr)
 		}
 	}

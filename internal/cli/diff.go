@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -41,8 +39,8 @@ out. One line per file:
                               changed, and what changed: content, type,
                               mode, owner
 
-A count of each goes to stderr. Paths holding control characters are
-printed quoted. --json prints an array of {path, kind, what, mode}.`,
+A count of each goes to stderr. Paths holding control characters, invalid UTF-8 or bidirectional
+controls are printed quoted, those characters escaped (\n, \x1b, \u202e). --json prints an array of {path, kind, what, mode}.`,
 		Example: `  cairn diff web v2
   cairn diff web v1 v2
   cairn diff web v2 --json`,
@@ -73,7 +71,7 @@ func runDiff(ctx context.Context, opts diffOptions, g *globalOptions) error {
 		counts[e.Kind]++
 		g.printf("%s\n", formatDiffEntry(e))
 	}
-	fmt.Fprintf(g.stderr, "%d added, %d changed, %d removed\n", counts[diffAdded], counts[diffChanged], counts[diffRemoved])
+	g.eprintf("%d added, %d changed, %d removed\n", counts[diffAdded], counts[diffChanged], counts[diffRemoved])
 	return nil
 }
 
@@ -81,8 +79,8 @@ func runDiff(ctx context.Context, opts diffOptions, g *globalOptions) error {
 // (content, mode 0644 -> 0600)".
 func formatDiffEntry(e api.DiffEntry) string {
 	path := e.Path
-	if strings.ContainsFunc(path, unicode.IsControl) {
-		path = strconv.Quote(path) // a newline must not look like another entry
+	if needsQuote(path) {
+		path = quoteText(path) // a newline must not look like another entry
 	}
 	switch e.Kind {
 	case diffAdded:

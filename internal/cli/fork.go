@@ -50,9 +50,6 @@ outside do not survive in the copies.
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if opts.Count < 1 {
-				return usageErrorf("--count must be at least 1, got %d", opts.Count)
-			}
 			if opts.Memory && opts.DiskOnly {
 				return usageErrorf("--memory forks the processes, --disk-only only the disk: give one of them")
 			}
@@ -61,7 +58,7 @@ outside do not survive in the copies.
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.FromCheckpoint, "from-checkpoint", "", "start the copies from this checkpoint (default: a new checkpoint of the current state)")
-	f.IntVar(&opts.Count, "count", 1, "how many copies to make")
+	boundedIntVar(f, &opts.Count, "count", 1, 1, api.MaxForkCount, "how many copies to make, 1 to 64")
 	f.StringVar(&opts.NamePrefix, "name-prefix", "", "name the copies PREFIX-1…PREFIX-N (default NAME-fork)")
 	f.BoolVar(&opts.Memory, "memory", false, "fork the live processes too (a memory checkpoint of the running sandbox is taken first)")
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)

@@ -58,7 +58,7 @@ func TestForkPrintsChildren(t *testing.T) {
 func TestForkCountZeroIsUsageError(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock") // never reached
 	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "fork", "web", "--count", "0")
-	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "--count must be at least 1, got 0") {
+	if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, `error V02: invalid --count "0": a whole number from 1 to 64`) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a message about --count", code, stdout, stderr)
 	}
 }

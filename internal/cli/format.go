@@ -126,16 +126,12 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-// Row adds one line. Tabs and newlines in cells are replaced by spaces so
-// they cannot break the layout.
+// Row adds one line. Every cell is escaped (safe): a tab, a newline or
+// an escape sequence in a cell cannot break the layout or reach the
+// terminal.
 func (t *table) Row(cells ...string) {
 	for i, c := range cells {
-		cells[i] = strings.Map(func(r rune) rune {
-			if r == '\t' || r == '\n' || r == '\r' {
-				return ' '
-			}
-			return r
-		}, c)
+		cells[i] = safe(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }

@@ -65,7 +65,7 @@ func TestTableAlignsAndSanitizes(t *testing.T) {
 	if err := tb.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	want := "NAME   STATE\nweb    running\na b    x y\n"
+	want := "NAME   STATE\nweb    running\n" + `a\tb   x\ny` + "\n"
 	if buf.String() != want {
 		t.Errorf("table:\n%q\nwant\n%q", buf.String(), want)
 	}

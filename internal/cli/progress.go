@@ -17,7 +17,8 @@ import (
 // event's text is a line, except events with counts (api.Progress): those
 // show as one line per phase, "Fetching from off-site… 42MiB / 100MiB
 // (42%)", redrawn in place on a terminal and written once, with the final
-// counts, when the phase ends otherwise.
+// counts, when the phase ends otherwise. Texts are escaped (safe), JSON
+// lines made terminal-safe (safeJSON).
 type eventPrinter struct {
 	w     io.Writer
 	json  bool
@@ -36,7 +37,7 @@ func (g *globalOptions) events() *eventPrinter {
 func (p *eventPrinter) print(ev api.Event) {
 	if p.json {
 		if b, err := json.Marshal(ev); err == nil {
-			fmt.Fprintf(p.w, "%s\n", b)
+			fmt.Fprintf(p.w, "%s\n", safeJSON(b))
 		}
 		return
 	}
@@ -44,7 +45,7 @@ func (p *eventPrinter) print(ev api.Event) {
 		if p.phase != ev.Progress.Phase {
 			p.end()
 		}
-		p.phase, p.line = ev.Progress.Phase, progressLine(ev)
+		p.phase, p.line = ev.Progress.Phase, safe(progressLine(ev))
 		if p.fd >= 0 {
 			fmt.Fprintf(p.w, "\r\x1b[K%s", p.fit(p.line))
 		}
@@ -54,10 +55,10 @@ func (p *eventPrinter) print(ev api.Event) {
 	switch d := ev.Data.(type) {
 	case nil:
 	case string:
-		fmt.Fprintln(p.w, d)
+		fmt.Fprintln(p.w, safe(d))
 	default:
 		b, _ := json.Marshal(d)
-		fmt.Fprintf(p.w, "%s\n", b)
+		fmt.Fprintf(p.w, "%s\n", safeJSON(b))
 	}
 }
 

@@ -15,6 +15,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // Exit codes of cairn itself.
@@ -58,16 +60,29 @@ func newGlobalOptions(stdin io.Reader, stdout, stderr io.Writer) *globalOptions 
 // client returns a client for the daemon the options point at.
 func (g *globalOptions) client() *client.Client { return client.New(g.Socket) }
 
-// printJSON writes v to stdout as indented JSON.
+// printJSON writes v to stdout as indented JSON, every string in it exact
+// and every character a terminal could obey written as a \u escape
+// (safeJSON).
 func (g *globalOptions) printJSON(v any) error {
-	enc := json.NewEncoder(g.stdout)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := g.stdout.Write(safeJSON(buf.Bytes()))
+	return err
 }
 
-// printf writes human output to stdout.
+// printf writes human output to stdout. Every string, error and Stringer
+// among args is escaped (safe); the format itself is cairn's own.
 func (g *globalOptions) printf(format string, args ...any) {
-	fmt.Fprintf(g.stdout, format, args...)
+	fmt.Fprintf(g.stdout, format, safeArgs(args)...)
+}
+
+// eprintf writes a human message to stderr, escaped as printf does.
+func (g *globalOptions) eprintf(format string, args ...any) {
+	fmt.Fprintf(g.stderr, format, safeArgs(args)...)
 }
 
 // NewRootCommand returns the cairn command with every subcommand, writing
@@ -103,7 +118,13 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 	}
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		var bad *errdefs.Error
+		if errors.As(err, &bad) {
+			return usageError{bad} // a number flag out of range: its V02 message alone
+		}
+		return usageError{err}
+	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Socket, "socket", socket, "cairnd's unix socket (env CAIRN_SOCKET)")
 	pf.BoolVar(&g.JSON, "json", false, "machine output (JSON) on stdout, errors included")
@@ -257,20 +278,32 @@ func (g *globalOptions) report(cmd *cobra.Command, err error) int {
 
 // formatError is the human form of an error: "error CODE: message" for
 // errors cairnd answered, "error: message" for the others.
+// Messages are escaped (safe): they quote names and errors that a sandbox
+// may have chosen.
 func formatError(err error) string {
 	var ce *client.Error
 	if errors.As(err, &ce) {
-		return ce.Error()
+		return safe(ce.Error())
 	}
-	return "error: " + err.Error()
+	var local *errdefs.Error
+	if errors.As(err, &local) {
+		return safe("error " + local.Code + ": " + err.Error())
+	}
+	return "error: " + safe(err.Error())
 }
 
 // errorInfo is the --json form of an error; the code is empty for errors
-// cairnd did not answer (daemon unreachable, bad usage, interrupted).
+// cairnd did not answer (daemon unreachable, bad usage, interrupted),
+// except those the CLI found with cairnd's own checks (V02 for a number
+// flag out of range).
 func errorInfo(err error) api.ErrorInfo {
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		return api.ErrorInfo{Code: ce.Code, Message: ce.Message}
+	}
+	var local *errdefs.Error
+	if errors.As(err, &local) {
+		return api.ErrorInfo{Code: local.Code, Message: err.Error()}
 	}
 	return api.ErrorInfo{Message: err.Error()}
 }

@@ -36,7 +36,8 @@ Ctrl-C stops following; the creation goes on in cairnd.
 
 NAME: up to 63 lowercase letters, digits and dashes, starting with a letter
 or digit.
---memory takes a size such as 512M or 2G.
+--cpus takes a number of cores from 0.01 to the host's (0: no limit).
+--memory takes a size such as 512M or 2G, from 64M to the host's RAM.
 --auto-checkpoint sets how often cairnd checkpoints the sandbox's disk on
 its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h (default 5m). Automatic
@@ -52,9 +53,9 @@ checkpoints cannot be switched off; "cairn config" changes the interval.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian; see \"cairn image list\")")
-	f.Float64Var(&opts.CPUs, "cpus", 0, "CPU limit, e.g. 1.5 (default: no limit)")
-	f.StringVar(&opts.Memory, "memory", "", "memory limit, e.g. 512M, 2G (default: no limit)")
-	f.StringVar(&opts.AutoCheckpoint, "auto-checkpoint", "", "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
+	boundedFloatVar(f, &opts.CPUs, "cpus", api.MinCPUs, api.MaxCPUs, true, "CPU limit, e.g. 1.5, at most the host's cores (default: no limit)")
+	boundedSizeVar(f, &opts.Memory, "memory", api.MinMemoryBytes, api.MaxMemoryBytes, "memory limit, e.g. 512M, 2G; 64M to the host's RAM (default: no limit)")
+	boundedDurationVar(f, &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
 	return cmd
 }
 
@@ -341,7 +342,7 @@ cannot be switched off. The sandbox need not be running.
 			return runConfig(cmd.Context(), opts, g)
 		},
 	}
-	cmd.Flags().StringVar(&opts.AutoCheckpoint, "auto-checkpoint", "", "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
+	boundedDurationVar(cmd.Flags(), &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
 	return cmd
 }
 

@@ -403,9 +403,10 @@ func TestConfig(t *testing.T) {
 		t.Errorf("json: exit %d, stdout %q (%v); want the sandbox", code, stdout, err)
 	}
 
+	// cairn checks the interval as cairnd does before it asks.
 	code, _, stderr = runCLI(t, context.Background(), "--socket", sock, "config", "web", "--auto-checkpoint", "10s")
-	if code != exitFailure || !strings.HasPrefix(stderr, "error V02: ") {
-		t.Errorf("bad interval: exit %d, stderr %q; want 1 and V02 from cairnd", code, stderr)
+	if code != exitUsage || !strings.HasPrefix(stderr, `error V02: invalid --auto-checkpoint "10s"`) {
+		t.Errorf("bad interval: exit %d, stderr %q; want 2 and V02", code, stderr)
 	}
 }
 

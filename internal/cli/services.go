@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -76,7 +78,15 @@ func newLogsCommand(g *globalOptions) *cobra.Command {
 		Short: "Show the end of a service's log",
 		Long: `Show the end of /var/log/cairn/SERVICE.log in the sandbox: what the service
 wrote, with a line from cairn-init at each start and exit. The log is read
-inside the sandbox.`,
+inside the sandbox.
+
+The log holds whatever the service wrote. On a terminal, control
+characters other than newline and tab, escape sequences, bidirectional
+controls and invalid UTF-8 are shown escaped (\x1b, \u202e, \xff), so
+that the log cannot command your terminal; when stdout is not a terminal
+(a pipe, a file) the bytes are written exactly as they are. --json prints
+{sandbox, service, log}, and log_base64 (the exact bytes) as well when
+the log is not valid UTF-8.`,
 		Example: `  cairn logs web ticker
   cairn logs web ticker --tail-bytes 1048576`,
 		Args: exactArgs("NAME", "SERVICE"),
@@ -85,7 +95,7 @@ inside the sandbox.`,
 			return runLogs(cmd.Context(), opts, g)
 		},
 	}
-	cmd.Flags().IntVar(&opts.Tail, "tail-bytes", 0, "how much of the end of the log to show (default 64 KiB, at most 1 MiB)")
+	boundedIntVar(cmd.Flags(), &opts.Tail, "tail-bytes", 0, 0, api.MaxLogTail, "how much of the end of the log to show, in bytes (0: 64 KiB; at most 1048576)")
 	return cmd
 }
 
@@ -95,8 +105,25 @@ func runLogs(ctx context.Context, opts logsOptions, g *globalOptions) error {
 		return err
 	}
 	if g.JSON {
-		return g.printJSON(map[string]string{"sandbox": opts.Name, "service": opts.Service, "log": string(b)})
+		out := logsJSON{Sandbox: opts.Name, Service: opts.Service, Log: string(b)}
+		if !utf8.Valid(b) {
+			out.LogBase64 = base64.StdEncoding.EncodeToString(b)
+		}
+		return g.printJSON(out)
+	}
+	if terminalFd(g.stdout) >= 0 {
+		b = []byte(escapeText(string(b), true))
 	}
 	_, err = g.stdout.Write(b)
 	return err
+}
+
+// logsJSON is the --json output of cairn logs. JSON strings hold text, so
+// Log has U+FFFD for each byte that is not valid UTF-8; LogBase64 then
+// holds the exact bytes.
+type logsJSON struct {
+	Sandbox   string `json:"sandbox"`
+	Service   string `json:"service"`
+	Log       string `json:"log"`
+	LogBase64 string `json:"log_base64,omitempty"`
 }

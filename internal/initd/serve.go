@@ -20,11 +20,11 @@ const headerTimeout = 10 * time.Second
 // op, then what the op defines. Every op closes the stream when done.
 func (s *server) handle(st *yamux.Stream) {
 	defer st.Close()
-	var req api.AgentRequest
 	_ = st.SetReadDeadline(time.Now().Add(headerTimeout))
-	if err := api.ReadMessage(st, &req); err != nil {
-		s.log.Warn("bad request header", "err", err)
-		s.replyError(st, fmt.Errorf("bad request header: %w", err))
+	req, err := readRequest(st)
+	if err != nil {
+		s.log.Warn("refused request", "op", req.Op, "err", err)
+		s.replyError(st, err)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
@@ -85,11 +85,7 @@ func (s *server) reply(st *yamux.Stream, v any) {
 	}
 }
 
-// replyError answers that the op failed, with the code of an *opError.
+// replyError answers that the op failed (errorReply).
 func (s *server) replyError(st *yamux.Stream, err error) {
-	res := api.AgentResult{Error: err.Error()}
-	if oe, ok := errors.AsType[*opError](err); ok {
-		res.Code = oe.code
-	}
-	s.reply(st, res)
+	s.reply(st, errorReply(err))
 }

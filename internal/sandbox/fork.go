@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -13,7 +14,7 @@ import (
 )
 
 // MaxForkCount bounds one fork request.
-const MaxForkCount = 64
+const MaxForkCount = api.MaxForkCount
 
 // forkParallelism is how many children start at once.
 const forkParallelism = 4
@@ -34,8 +35,8 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	if req.Count == 0 {
 		req.Count = 1
 	}
-	if req.Count < 1 || req.Count > MaxForkCount {
-		return nil, errdefs.New(api.CodeInvalidArgument, "invalid --count %d: between 1 and %d", req.Count, MaxForkCount)
+	if err := bounds.Int("--count", int64(req.Count), 1, MaxForkCount); err != nil {
+		return nil, err
 	}
 	if req.NamePrefix == "" {
 		req.NamePrefix = name + "-fork"

@@ -30,14 +30,8 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if !m.cfg.Images.Known(req.Image) {
 		return nil, errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", req.Image)
 	}
-	var memory int64
-	if req.Memory != "" {
-		var err error
-		if memory, err = ParseSize(req.Memory); err != nil {
-			return nil, err
-		}
-	}
-	if err := validateLimits(req.CPUs, memory, hostCPUs()); err != nil {
+	memory, err := parseLimits(req.CPUs, req.Memory, hostCPUs(), hostMemory())
+	if err != nil {
 		return nil, err
 	}
 	every, err := parseInterval(req.AutoCheckpoint)

@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"math"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
@@ -22,58 +24,39 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// ParseSize parses a memory size: a number of bytes, or a number with a
-// suffix K, M, G, T (powers of 1024; "Ki", "MiB", "GB"… are accepted too).
+// ParseSize parses a size: a number of bytes, or a number with a suffix
+// K, M, G, T, P (powers of 1024; "Ki", "MiB", "GB"… are accepted too), as
+// bounds.ParseSize reads it, of at least one byte.
 func ParseSize(s string) (int64, error) {
-	in := strings.TrimSpace(s)
-	t := strings.ToUpper(in)
-	t = strings.TrimSuffix(t, "B")
-	t = strings.TrimSuffix(t, "I")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*float64(mult) > float64(1<<62) {
-		return 0, errdefs.New(api.CodeInvalidArgument, "invalid size %q: use a positive number with an optional K, M, G or T suffix, e.g. 512M", in)
-	}
-	return int64(v * float64(mult)), nil
+	return bounds.ParseSize("size", s, 1, math.MaxInt64)
 }
 
-// minMemory is the smallest memory limit a sandbox may have: gVisor itself
-// needs some.
-const minMemory = 64 << 20
-
-func validateLimits(cpus float64, memory int64, hostCPUs int) error {
-	if cpus < 0 || cpus > float64(hostCPUs) {
-		return errdefs.New(api.CodeInvalidArgument, "invalid --cpus %g: use a number between 0.01 and %d (this host's cores), or 0 for no limit", cpus, hostCPUs)
+// parseLimits checks a create request's CPU limit and parses its memory
+// limit ("" or a size), for a host with hostCPUs cores and hostMemory
+// bytes of RAM (0: unknown). 0 means no limit for both.
+func parseLimits(cpus float64, memory string, hostCPUs int, hostMemory int64) (int64, error) {
+	if err := bounds.Float("--cpus", cpus, api.MinCPUs, min(api.MaxCPUs, float64(hostCPUs)), true); err != nil {
+		return 0, err
 	}
-	if cpus > 0 && cpus < 0.01 {
-		return errdefs.New(api.CodeInvalidArgument, "invalid --cpus %g: at least 0.01", cpus)
+	if memory == "" {
+		return 0, nil
 	}
-	if memory != 0 && memory < minMemory {
-		return errdefs.New(api.CodeInvalidArgument, "invalid --memory %d bytes: at least 64M", memory)
+	maxMemory := int64(api.MaxMemoryBytes)
+	if hostMemory >= api.MinMemoryBytes {
+		maxMemory = min(maxMemory, hostMemory)
 	}
-	return nil
+	return bounds.ParseSize("--memory", memory, api.MinMemoryBytes, maxMemory)
 }
 
-// Bounds of the automatic checkpoint interval.
-const (
-	MinAutoCheckpoint = time.Minute
-	MaxAutoCheckpoint = 24 * time.Hour
-)
+// hostMemory is the RAM of this host, the most a sandbox may be given; 0
+// when it cannot be read.
+func hostMemory() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
 
 // parseInterval parses an automatic checkpoint interval ("15m", "1h",
 // "90s"); "" is the default. Automatic checkpoints cannot be switched off.
@@ -81,10 +64,5 @@ func parseInterval(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < MinAutoCheckpoint || d > MaxAutoCheckpoint || d%time.Second != 0 {
-		return 0, errdefs.New(api.CodeInvalidArgument,
-			"invalid --auto-checkpoint %q: a whole number of seconds between 60s and 24h, e.g. 5m or 1h (automatic checkpoints cannot be switched off)", s)
-	}
-	return d, nil
+	return bounds.ParseDuration("--auto-checkpoint", s, api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second)
 }

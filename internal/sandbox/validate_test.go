@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -32,26 +34,69 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "lots", "-1G", "0", "1X", "G", "1e30G"} {
+	for _, bad := range []string{"", "lots", "-1G", "0", "1X", "G", "1e30G", "NaN", "Inf", "9223372036854775808"} {
 		if _, err := ParseSize(bad); !errdefs.Is(err, api.CodeInvalidArgument) {
 			t.Errorf("ParseSize(%q): %v, want V02", bad, err)
 		}
 	}
 }
 
-func TestValidateLimits(t *testing.T) {
-	if err := validateLimits(0, 0, 2); err != nil {
-		t.Error(err)
-	}
-	if err := validateLimits(1.5, 256<<20, 2); err != nil {
-		t.Error(err)
+// TestParseLimits: the limits of a create request are checked here, in
+// cairnd, whatever the client checked: NaN, infinities, negative values,
+// overflow and values beyond the host get V02 with the flag and range.
+func TestParseLimits(t *testing.T) {
+	const hostMem = 8 << 30
+	for _, ok := range []struct {
+		cpus   float64
+		memory string
+		want   int64
+	}{{0, "", 0}, {1.5, "256M", 256 << 20}, {2, "8G", 8 << 30}, {0.01, "64M", 64 << 20}} {
+		got, err := parseLimits(ok.cpus, ok.memory, 2, hostMem)
+		if err != nil || got != ok.want {
+			t.Errorf("parseLimits(%g, %q) = %d, %v; want %d", ok.cpus, ok.memory, got, err, ok.want)
+		}
 	}
 	for _, c := range []struct {
-		cpus float64
-		mem  int64
-	}{{-1, 0}, {3, 0}, {0.001, 0}, {0, 1 << 20}} {
-		if err := validateLimits(c.cpus, c.mem, 2); !errdefs.Is(err, api.CodeInvalidArgument) {
-			t.Errorf("limits %+v: %v, want V02", c, err)
+		cpus   float64
+		memory string
+		msg    string
+	}{
+		{-1, "", "invalid --cpus -1: a number from 0.01 to 2, or 0 for no limit"},
+		{3, "", "invalid --cpus 3:"},
+		{0.001, "", "invalid --cpus 0.001:"},
+		{math.NaN(), "", "invalid --cpus NaN:"},
+		{math.Inf(1), "", "invalid --cpus +Inf:"},
+		{0, "1M", `invalid --memory "1M": a size from 64MiB to 8GiB`},
+		{0, "NaN", `invalid --memory "NaN": a size from 64MiB to 8GiB`},
+		{0, "4611686018427387904", `invalid --memory "4611686018427387904"`},
+		{0, "9G", `invalid --memory "9G"`},
+		{0, "-1G", `invalid --memory "-1G"`},
+		{0, "99999999999999999999999T", `invalid --memory "99999999999999999999999T"`},
+	} {
+		_, err := parseLimits(c.cpus, c.memory, 2, hostMem)
+		if !errdefs.Is(err, api.CodeInvalidArgument) || !strings.HasPrefix(err.Error(), c.msg) {
+			t.Errorf("limits %g %q: %v, want V02 %q", c.cpus, c.memory, err, c.msg)
+		}
+	}
+	// Host RAM unknown: the API's bound holds.
+	if _, err := parseLimits(0, "17T", 2, 0); !errdefs.Is(err, api.CodeInvalidArgument) {
+		t.Errorf("17T with unknown host RAM: %v, want V02", err)
+	}
+	if hostMemory() < 64<<20 {
+		t.Errorf("hostMemory() = %d: cannot read this host's RAM", hostMemory())
+	}
+}
+
+func TestParseInterval(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "5m": 5 * time.Minute, "60s": time.Minute, "24h": 24 * time.Hour} {
+		if got, err := parseInterval(in); err != nil || got != want {
+			t.Errorf("parseInterval(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"NaN", "Inf", "-5m", "10s", "25h", "90.5s", "9999999999999h", "5"} {
+		_, err := parseInterval(bad)
+		if !errdefs.Is(err, api.CodeInvalidArgument) || !strings.Contains(err.Error(), "invalid --auto-checkpoint") {
+			t.Errorf("parseInterval(%q): %v, want V02", bad, err)
 		}
 	}
 }

@@ -2,11 +2,9 @@ package server
 
 import (
 	"net/http"
-	"strconv"
-
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 )
 
 func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) error {
@@ -129,15 +127,15 @@ func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {
 }
 
 // serviceLogs answers the end of a service's log as plain text
-// (?tail_bytes=N, default 64 KiB, at most 1 MiB).
+// (?tail_bytes=N, default 64 KiB, at most 1 MiB; more is refused).
 func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) error {
 	tail := 0
 	if v := r.URL.Query().Get("tail_bytes"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return errdefs.New(api.CodeInvalidArgument, "invalid tail_bytes %q", v)
+		n, err := bounds.ParseInt("tail_bytes", v, 0, api.MaxLogTail)
+		if err != nil {
+			return err
 		}
-		tail = n
+		tail = int(n)
 	}
 	b, err := s.processes.ServiceLogs(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("service"), tail)
 	if err != nil {

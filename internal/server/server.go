@@ -137,12 +137,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// decode reads a JSON body of at most maxBody bytes into v; unknown
-// fields are refused. A larger body is answered 413 (by fail).
+// decode reads a JSON body of at most maxBody bytes into v: exactly one
+// JSON value, unknown fields and anything after the value refused. A
+// larger body is answered 413 (by fail).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if err == nil {
+		if _, next := dec.Token(); !errors.Is(next, io.EOF) {
+			err = next
+			if err == nil {
+				err = errors.New("data after the JSON value")
+			}
+		}
+	}
+	if err != nil {
 		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 			return errdefs.Wrap(api.CodeInvalidRequest, err, "request body is larger than the limit of %d MiB", maxBody>>20)
 		}

@@ -1,0 +1,21 @@
+package api
+
+import "time"
+
+// Bounds of the numbers a request may carry. The CLI checks them before it
+// sends a request and cairnd checks them again (it does not trust the
+// client); a value outside them is refused with CodeInvalidArgument. cairnd
+// may allow less than these on a given host (cpus: its cores; memory: its
+// RAM).
+const (
+	MinCPUs = 0.01 // CreateSandboxRequest.CPUs, unless 0 (no limit)
+	MaxCPUs = 1024
+
+	MinMemoryBytes = 64 << 20 // gVisor itself needs some
+	MaxMemoryBytes = 16 << 40
+
+	MinAutoCheckpoint = time.Minute // interval of automatic checkpoints
+	MaxAutoCheckpoint = 24 * time.Hour
+
+	MaxForkCount = 64 // copies one fork request may make (ForkRequest.Count)
+)
