@@ -324,3 +324,6 @@ func (s *fakeStream) isClosed() bool {
 	defer s.mu.Unlock()
 	return s.closed
 }
+
+func errorV02(msg string) error { return errdefs.New(api.CodeInvalidArgument, "%s", msg) }
+func errorL06(msg string) error { return errdefs.New(api.CodeInsideQuota, "%s", msg) }
