@@ -49,6 +49,9 @@ type Checkpoint struct {
 	// what is wrong, and how far a running upload is. Absent when off-site
 	// copies are disabled.
 	OffsiteDetail *OffsiteDetail `json:"offsite_detail,omitempty"`
+	// FromInside is true when a process inside the sandbox asked for it
+	// (through /.cairn/api.sock).
+	FromInside bool `json:"from_inside,omitempty"`
 	// PausedMS is how long the sandbox was paused to take it (only in the
 	// answer to the create request).
 	PausedMS float64 `json:"paused_ms,omitempty"`

@@ -42,7 +42,9 @@ const (
 	CodeNoCheckpoint      = "K08" // no checkpoint/snapshot with that id or name in the account
 	CodeLocalGone         = "K09" // the checkpoint's local copy is gone (restore it from off-site)
 
-	CodeDiskLimit = "L04" // the account's disk limit is reached
+	CodeDiskLimit       = "L04" // the account's disk limit is reached
+	CodeTooManyRequests = "L05" // a sandbox's management socket got more requests than its rate allows
+	CodeInsideQuota     = "L06" // checkpoints from inside a sandbox: more in a minute than its settings allow
 
 	CodeOffsiteUnavailable = "R01" // the off-site repository cannot be used now (locations unreachable, wrong key, disabled)
 	CodeNotOffsite         = "R02" // the checkpoint is not (yet) held by any off-site location

@@ -61,6 +61,31 @@ type Sandbox struct {
 	// AutoCheckpointNote says why the last automatic checkpoint was skipped
 	// (for instance the disk limit); empty when it was not.
 	AutoCheckpointNote string `json:"auto_checkpoint_note,omitempty"`
+	// Inside is what processes inside may create through /.cairn/api.sock.
+	Inside InsideSettings `json:"inside"`
+}
+
+// InsideSettings is what processes inside a sandbox may create through its
+// management socket: set by the operator (cairn create, cairn config),
+// never from inside. See docs/sandbox-api.md.
+type InsideSettings struct {
+	Memory bool `json:"memory"` // memory checkpoints
+	Names  bool `json:"names"`  // named checkpoints (snapshots), which are never deleted automatically
+	// CheckpointsPerMinute is how many checkpoints may be made from
+	// inside in any minute; 0: none.
+	CheckpointsPerMinute int `json:"checkpoints_per_minute"`
+	// CheckpointsKept is how many unnamed checkpoints made from inside
+	// are kept: beyond it the oldest are deleted; 0: all are kept.
+	CheckpointsKept int `json:"checkpoints_kept"`
+}
+
+// InsideChange changes InsideSettings: fields left nil stay as they are
+// (at create: take their defaults).
+type InsideChange struct {
+	Memory               *bool `json:"memory,omitempty"`
+	Names                *bool `json:"names,omitempty"`
+	CheckpointsPerMinute *int  `json:"checkpoints_per_minute,omitempty"`
+	CheckpointsKept      *int  `json:"checkpoints_kept,omitempty"`
 }
 
 // AccountInfo answers GET /v1/account.
@@ -89,12 +114,16 @@ type CreateSandboxRequest struct {
 	// AutoCheckpoint is the interval of automatic checkpoints, e.g. "15m"
 	// (60s-24h); default 5m.
 	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`
+	// Inside is what processes inside may create (default: disk
+	// checkpoints only, 10 a minute, the newest 20 kept).
+	Inside *InsideChange `json:"inside,omitempty"`
 }
 
 // ConfigureSandboxRequest is the body of PATCH /v1/sandboxes/{name}; unset
 // fields are left as they are.
 type ConfigureSandboxRequest struct {
-	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`
+	AutoCheckpoint string        `json:"auto_checkpoint,omitempty"`
+	Inside         *InsideChange `json:"inside,omitempty"`
 }
 
 // Image is a read-only root file system sandboxes start from.

@@ -91,7 +91,7 @@ func (c *Catalog) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 	out := api.Checkpoint{
 		ID: ck.Seq, GlobalID: ck.ID, Sandbox: ck.SandboxName, Name: ck.Name, Trigger: ck.Trigger,
 		Consistency: ck.Consistency, Comment: ck.Comment, Label: ck.Label, HasMemory: ck.HasMemory,
-		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID,
+		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID, FromInside: ck.FromInside,
 	}
 	out.Offsite, out.OffsiteDetail = c.offsiteStatus(ck)
 	if usage != nil {

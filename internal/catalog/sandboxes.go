@@ -25,6 +25,8 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		}
 	}
 	out.AutoCheckpointSeconds = int64(sb.AutoCheckpoint / time.Second)
+	out.Inside = api.InsideSettings{Memory: sb.Inside.Memory, Names: sb.Inside.Names,
+		CheckpointsPerMinute: sb.Inside.PerMinute, CheckpointsKept: sb.Inside.Keep}
 	if last, err := c.cfg.Store.LatestCheckpoint(ctx, sb.ID); err == nil {
 		out.LastCheckpointAt = &last.CreatedAt
 	}

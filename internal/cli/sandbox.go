@@ -21,10 +21,12 @@ type createOptions struct {
 	CPUs           float64
 	Memory         string
 	AutoCheckpoint string // interval, e.g. "15m"; "" for the daemon's default
+	Inside         *api.InsideChange
 }
 
 func newCreateCommand(g *globalOptions) *cobra.Command {
 	var opts createOptions
+	var inside insideFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a sandbox and start it",
@@ -41,17 +43,22 @@ or digit.
 --auto-checkpoint sets how often cairnd checkpoints the sandbox's disk on
 its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h (default 5m). Automatic
-checkpoints cannot be switched off; "cairn config" changes the interval.`,
+checkpoints cannot be switched off; "cairn config" changes the interval.
+
+` + insideHelp + ` "cairn config" changes them too.`,
 		Example: `  cairn create web
   cairn create dev --image debian --cpus 2 --memory 2G
-  cairn create agent --auto-checkpoint 15m`,
+  cairn create agent --auto-checkpoint 15m
+  cairn create agent --inside-memory --inside-rate 2 --inside-keep 10`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
+			opts.Inside = inside.change(cmd.Flags())
 			return runCreate(cmd.Context(), opts, g)
 		},
 	}
 	f := cmd.Flags()
+	inside.register(f)
 	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian; see \"cairn image list\")")
 	boundedFloatVar(f, &opts.CPUs, "cpus", api.MinCPUs, api.MaxCPUs, true, "CPU limit, e.g. 1.5, at most the host's cores (default: no limit)")
 	boundedSizeVar(f, &opts.Memory, "memory", api.MinMemoryBytes, api.MaxMemoryBytes, "memory limit, e.g. 512M, 2G; 64M to the host's RAM (default: no limit)")
@@ -67,6 +74,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		CPUs:           opts.CPUs,
 		Memory:         opts.Memory,
 		AutoCheckpoint: opts.AutoCheckpoint,
+		Inside:         opts.Inside,
 	})
 	if err != nil {
 		return err
@@ -193,6 +201,7 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("current checkpoint", orDash(sb.CurrentCheckpoint))
 	t.Row("source checkpoint", orDash(sb.SourceCheckpoint))
 	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
+	t.Row("from inside", formatInside(sb.Inside))
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
@@ -315,12 +324,14 @@ func formatCheckpointStatus(now time.Time, sb api.Sandbox) string {
 type configOptions struct {
 	Name           string
 	AutoCheckpoint string // new interval of automatic checkpoints, e.g. "15m"
+	Inside         *api.InsideChange
 }
 
 func newConfigCommand(g *globalOptions) *cobra.Command {
 	var opts configOptions
+	var inside insideFlags
 	cmd := &cobra.Command{
-		Use:   "config NAME --auto-checkpoint DURATION",
+		Use:   "config NAME [--auto-checkpoint DURATION] [--inside-…]",
 		Short: "Change a sandbox's settings",
 		Long: `Change settings of sandbox NAME; settings not given stay as they are, and
 at least one must be given.
@@ -330,18 +341,24 @@ its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h. Automatic checkpoints
 cannot be switched off. The sandbox need not be running.
 
+` + insideHelp + ` A change applies to the next request from inside.
+
 --json prints the sandbox.`,
 		Example: `  cairn config web --auto-checkpoint 15m
-  cairn config web --auto-checkpoint 1h --json`,
+  cairn config web --auto-checkpoint 1h --json
+  cairn config agent --inside-names --inside-rate 1
+  cairn config agent --inside-memory=false`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if opts.AutoCheckpoint == "" {
-				return usageErrorf("nothing to change: give --auto-checkpoint DURATION")
+			opts.Inside = inside.change(cmd.Flags())
+			if opts.AutoCheckpoint == "" && opts.Inside == nil {
+				return usageErrorf("nothing to change: give --auto-checkpoint DURATION or an --inside-… flag")
 			}
 			return runConfig(cmd.Context(), opts, g)
 		},
 	}
+	inside.register(cmd.Flags())
 	boundedDurationVar(cmd.Flags(), &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
 	return cmd
 }
@@ -349,6 +366,7 @@ cannot be switched off. The sandbox need not be running.
 func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error {
 	sb, err := g.client().ConfigureSandbox(ctx, opts.Name, api.ConfigureSandboxRequest{
 		AutoCheckpoint: opts.AutoCheckpoint,
+		Inside:         opts.Inside,
 	})
 	if err != nil {
 		return err
@@ -360,7 +378,12 @@ func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error 
 	if every == "" {
 		every = "every " + opts.AutoCheckpoint + " when the disk changed"
 	}
-	g.printf("Sandbox %s: automatic checkpoints %s\n", opts.Name, every)
+	if opts.AutoCheckpoint != "" {
+		g.printf("Sandbox %s: automatic checkpoints %s\n", opts.Name, every)
+	}
+	if opts.Inside != nil {
+		g.printf("Sandbox %s: from inside: %s\n", opts.Name, formatInside(sb.Inside))
+	}
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -94,6 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
+	raiseFileLimit()
 	unlock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return err
@@ -188,9 +190,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	lim := httpedge.Host("api socket")
+	httpSrv := httpedge.NewServer(srv, lim)
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(httpedge.Listen(ln, lim)) }()
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
 
 	select {
@@ -203,6 +206,26 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	httpSrv.Shutdown(sctx)
 	return nil
+}
+
+// raiseFileLimit raises cairnd's soft limit of open files to its hard
+// limit: every sandbox costs descriptors (its sockets, the connections to
+// them, runsc's pipes), and the caps per sandbox (package httpedge) are
+// sized against the hard limit, not the default soft one of 1024.
+func raiseFileLimit() {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		slog.Warn("read the open files limit", "err", err)
+		return
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+			slog.Warn("raise the open files limit", "to", lim.Max, "err", err)
+			return
+		}
+	}
+	slog.Info("open files limit", "limit", lim.Cur)
 }
 
 // lockDataDir makes sure one cairnd at a time uses the data dir.

@@ -34,6 +34,8 @@ type TakeRequest struct {
 	Memory  bool   // processes and memory too (needs Running)
 	// StopAfter ends the sandbox once its memory is saved (a saved session).
 	StopAfter bool
+	// FromInside marks a checkpoint a process inside the sandbox asked for.
+	FromInside bool
 	// Progress reports each phase (api.Phase…) with a line for people.
 	Progress func(phase, msg string)
 }
@@ -54,7 +56,7 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 	row := metadata.Checkpoint{
 		ID: id, AccountID: sb.AccountID, SandboxID: sb.ID, SandboxName: sb.Name,
 		Name: r.Name, Trigger: r.Trigger, Comment: r.Comment, Label: r.Label, Image: sb.Image,
-		HasMemory: r.Memory, DiskPath: d.cfg.Pool.Rel(d.cfg.Pool.CheckpointPath(id)),
+		HasMemory: r.Memory, DiskPath: d.cfg.Pool.Rel(d.cfg.Pool.CheckpointPath(id)), FromInside: r.FromInside,
 	}
 	dest, _ := d.abs(row.DiskPath)
 	progress := r.Progress

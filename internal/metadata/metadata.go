@@ -126,8 +126,38 @@ type Sandbox struct {
 	// Changed by SetResumeCheckpoint; cleared by DeleteCheckpoint when it
 	// deletes the checkpoint named here.
 	ResumeCheckpoint string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// Inside is what processes inside may create through the sandbox's
+	// management socket: an operator's setting, changed by SetInsidePolicy.
+	// Stored as given (the zero value allows no checkpoint from inside);
+	// the sandbox manager fills in DefaultInsidePolicy.
+	Inside    InsidePolicy
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// InsidePolicy is what processes inside a sandbox may create through its
+// management socket (/.cairn/api.sock).
+type InsidePolicy struct {
+	Memory bool // memory checkpoints
+	Names  bool // named checkpoints (snapshots)
+	// PerMinute is how many checkpoints may be made from inside in any
+	// minute; 0: none.
+	PerMinute int
+	// Keep is how many unnamed checkpoints made from inside are kept;
+	// beyond it the oldest are deleted (those not current). 0: no bound.
+	Keep int
+}
+
+// DefaultInsidePolicy is the policy of a sandbox created without one, and
+// of the sandboxes that existed before it was kept (schema version 8).
+var DefaultInsidePolicy = InsidePolicy{PerMinute: 10, Keep: 20}
+
+// Validate checks what the store relies on: no negative count.
+func (p InsidePolicy) Validate() error {
+	if p.PerMinute < 0 || p.Keep < 0 {
+		return fmt.Errorf("negative inside policy count (per minute %d, keep %d)", p.PerMinute, p.Keep)
+	}
+	return nil
 }
 
 // Validate checks what the store itself relies on: an id, an account, a name,
@@ -151,6 +181,9 @@ func (sb Sandbox) Validate() error {
 		return fmt.Errorf("invalid sandbox %s: negative memory %d", sb.ID, sb.MemoryBytes)
 	}
 	if _, err := AutoCheckpointSeconds(sb.AutoCheckpoint); err != nil {
+		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)
+	}
+	if err := sb.Inside.Validate(); err != nil {
 		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)
 	}
 	return nil
@@ -230,6 +263,9 @@ type Checkpoint struct {
 	// root ("memory/<id>"); "" for none. Only a checkpoint with HasMemory
 	// has one. Unique like DiskPath.
 	MemoryPath string
+	// FromInside is true for a checkpoint asked for by a process inside
+	// the sandbox (through its management socket); set at create.
+	FromInside bool
 	CreatedAt  time.Time
 }
 
@@ -441,6 +477,10 @@ type Store interface {
 	// (HasMemory) nor the sandbox's state: the caller does. Deleting the
 	// checkpoint with DeleteCheckpoint clears it again.
 	SetResumeCheckpoint(ctx context.Context, sandboxID, checkpointID string) error
+	// SetInsidePolicy records p as what processes inside the sandbox may
+	// create and sets UpdatedAt to now. ErrNotFound if no sandbox has that
+	// id; a p that fails Validate is a plain error.
+	SetInsidePolicy(ctx context.Context, sandboxID string, p InsidePolicy) error
 	// DeleteSandbox removes the sandbox, or returns ErrNotFound if no
 	// sandbox has that id (so a second delete reports ErrNotFound). Its
 	// checkpoints stay: they are deleted one by one, with DeleteCheckpoint.

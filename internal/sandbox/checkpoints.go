@@ -24,12 +24,21 @@ type checkpointOpts struct {
 	Memory  bool   // save processes and memory too (the sandbox must run)
 	// StopAfter ends the sandbox once saved (a saved session).
 	StopAfter bool
+	// FromInside marks a checkpoint asked for from inside the sandbox.
+	FromInside bool
 }
 
 // CreateCheckpoint starts an operation that checkpoints the sandbox called
 // name. Concurrent checkpoints of one sandbox queue behind each other, and
 // behind a lifecycle operation that runs on it.
 func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error) {
+	return m.createCheckpoint(ctx, account, name, req, false)
+}
+
+// createCheckpoint is CreateCheckpoint; fromInside marks the checkpoint as
+// asked for from inside the sandbox, and prunes the oldest such ones
+// beyond the sandbox's policy once it is taken.
+func (m *Manager) createCheckpoint(ctx context.Context, account, name string, req api.CreateCheckpointRequest, fromInside bool) (*operation.Op, error) {
 	acct, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
 		return nil, err
@@ -42,33 +51,47 @@ func (m *Manager) CreateCheckpoint(ctx context.Context, account, name string, re
 			return nil, errdefs.New(api.CodeSnapshotNameTaken, "a snapshot named %q already exists", req.Name)
 		}
 	}
+	opts := checkpointOpts{Trigger: api.TriggerManual, Comment: req.Comment, Label: req.Label, Name: req.Name, Memory: req.Memory, FromInside: fromInside}
 	return m.cfg.Ops.Start("checkpoint.create", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		op.Step(api.PhaseCheckpoint, "Creating checkpoint of %s…", name)
-		l, err := m.ex.queue(ctx, sb, purposeCheckpoint)
+		out, err := m.takeQueued(ctx, sb, opts, op)
 		if err != nil {
 			return nil, err
 		}
-		defer m.ex.release(l)
-		// Re-read: a lifecycle operation may have run while we queued.
-		cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
-		if err != nil {
-			if errors.Is(err, metadata.ErrNotFound) {
-				return nil, errdefs.New(api.CodeNoSandbox, "sandbox %s was deleted", name)
-			}
-			return nil, err
+		if fromInside {
+			m.pruneInside(ctx, sb.ID, op) // without the lease, which deleting takes
 		}
-		ck, res, err := m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerManual, Comment: req.Comment, Label: req.Label, Name: req.Name, Memory: req.Memory}, op)
-		if err != nil {
-			return nil, err
-		}
-		op.Step(api.PhaseDone, "Checkpoint %s created", ck.Seq)
-		// Sizes are left out of this answer: measuring them commits the
-		// pool, which would slow every checkpoint down. `checkpoint info`
-		// has them.
-		out := m.cfg.Catalog.CheckpointView(cur, ck)
-		out.PausedMS = float64(res.Paused.Microseconds()) / 1000
+		op.Step(api.PhaseDone, "Checkpoint %s created", out.ID)
 		return out, nil
 	}), nil
+}
+
+// takeQueued takes a checkpoint of sb under its lease, once the operations
+// queued before it are done, and returns it as the API shows it.
+func (m *Manager) takeQueued(ctx context.Context, sb metadata.Sandbox, opts checkpointOpts, op *operation.Op) (api.Checkpoint, error) {
+	l, err := m.ex.queue(ctx, sb, purposeCheckpoint)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	defer m.ex.release(l)
+	// Re-read: a lifecycle operation may have run while we queued.
+	cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
+	if err != nil {
+		if errors.Is(err, metadata.ErrNotFound) {
+			return api.Checkpoint{}, errdefs.New(api.CodeNoSandbox, "sandbox %s was deleted", sb.Name)
+		}
+		return api.Checkpoint{}, err
+	}
+	ck, res, err := m.checkpoint(ctx, cur, opts, op)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	// Sizes are left out of this answer: measuring them commits the
+	// pool, which would slow every checkpoint down. `checkpoint info`
+	// has them.
+	out := m.cfg.Catalog.CheckpointView(cur, ck)
+	out.PausedMS = float64(res.Paused.Microseconds()) / 1000
+	return out, nil
 }
 
 // checkpoint takes a checkpoint of sb (through the disks component) and
@@ -78,7 +101,7 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	req := disks.TakeRequest{
 		Sandbox: sb, Running: inst != nil,
 		Trigger: opts.Trigger, Comment: opts.Comment, Label: opts.Label, Name: opts.Name,
-		Memory: opts.Memory, StopAfter: opts.StopAfter,
+		Memory: opts.Memory, StopAfter: opts.StopAfter, FromInside: opts.FromInside,
 		Progress: func(phase, msg string) { op.Step(phase, "%s", msg) },
 	}
 	if inst != nil {

@@ -38,6 +38,10 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
+	inside, err := applyInsideChange(metadata.DefaultInsidePolicy, req.Inside)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
@@ -48,6 +52,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
 		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory, AutoCheckpoint: every,
+		Inside: inside,
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()

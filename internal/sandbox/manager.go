@@ -92,6 +92,8 @@ type Manager struct {
 	cfg Config
 	ex  *exclusion // sandbox leases
 	run *runner    // containers
+	// insideRate counts the checkpoints asked for from inside sandboxes.
+	insideRate insideRate
 }
 
 // NewManager returns a manager. Call Recover before serving requests.

@@ -276,10 +276,12 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: name, Image: ck.Image, State: metadata.SandboxStopped,
 		ParentID: parentID, SourceCheckpoint: ck.ID, CurrentCheckpoint: ck.ID,
+		Inside: metadata.DefaultInsidePolicy,
 	}
-	// Keep the source's limits and interval when it still exists.
+	// Keep the source's limits, interval and inside policy when it still
+	// exists.
 	if src, err := m.cfg.Store.SandboxByID(context.Background(), ck.SandboxID); err == nil {
-		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint = src.CPUs, src.MemoryBytes, src.AutoCheckpoint
+		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint, sb.Inside = src.CPUs, src.MemoryBytes, src.AutoCheckpoint, src.Inside
 	} else if !errors.Is(err, metadata.ErrNotFound) {
 		slog.Warn("read source sandbox", "err", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/container"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/revert"
 )
@@ -263,9 +264,12 @@ func (r *runner) openSockets(sb metadata.Sandbox) (*instance, error) {
 	// Processes inside run as any user; the socket only ever reaches this
 	// sandbox's own checkpoints.
 	os.Chmod(path, 0o666)
-	inst.api = &http.Server{Handler: r.cfg.SandboxAPI(sb.ID), ReadHeaderTimeout: 10 * time.Second}
+	// Bounded: the processes inside are untrusted, and every connection
+	// costs cairnd a descriptor (see package httpedge).
+	lim := httpedge.Sandbox("sandbox " + sb.Name)
+	inst.api = httpedge.NewServer(r.cfg.SandboxAPI(sb.ID), lim)
 	go func() {
-		if err := inst.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := inst.api.Serve(httpedge.Listen(ln, lim)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Warn("management socket", "sandbox", sb.Name, "err", err)
 		}
 	}()

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -17,21 +18,35 @@ func (m *Manager) CreateSnapshot(ctx context.Context, account, name string, req 
 	return m.CreateCheckpoint(ctx, account, name, req)
 }
 
-// Configure changes settings of the sandbox called name.
+// Configure changes settings of the sandbox called name: its automatic
+// checkpoint interval, what processes inside may create, or both.
 func (m *Manager) Configure(ctx context.Context, account, name string, req api.ConfigureSandboxRequest) (api.Sandbox, error) {
 	_, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if req.AutoCheckpoint == "" {
-		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint")
+	if req.AutoCheckpoint == "" && req.Inside == nil {
+		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint or an --inside-… setting")
 	}
-	every, err := parseInterval(req.AutoCheckpoint)
+	var every time.Duration
+	if req.AutoCheckpoint != "" {
+		if every, err = parseInterval(req.AutoCheckpoint); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
+	inside, err := applyInsideChange(sb.Inside, req.Inside)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if err := m.cfg.Store.SetAutoCheckpoint(ctx, sb.ID, every); err != nil {
-		return api.Sandbox{}, err
+	if req.AutoCheckpoint != "" {
+		if err := m.cfg.Store.SetAutoCheckpoint(ctx, sb.ID, every); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
+	if req.Inside != nil {
+		if err := m.cfg.Store.SetInsidePolicy(ctx, sb.ID, inside); err != nil {
+			return api.Sandbox{}, err
+		}
 	}
 	return m.cfg.Catalog.Get(ctx, account, name)
 }

@@ -106,6 +106,12 @@ type Rewinds interface {
 	// caller gets its answer. Its ctx is not cancelled when the caller
 	// goes away. The codes of Restore; V02 with req.As.
 	RestoreFromInside(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error)
+	// CreateCheckpointFromInside is CreateCheckpoint asked for by a
+	// process inside the sandbox, under what the sandbox's settings
+	// (api.InsideSettings) allow: V02 for a memory checkpoint or a name
+	// they do not allow, L06 past their rate; the checkpoint is marked as
+	// made from inside. The codes of CreateCheckpoint too.
+	CreateCheckpointFromInside(ctx context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error)
 	// Fork starts an operation that makes req.Count running copies of the
 	// sandbox; it completes with the children. S01, S04 (memory of a
 	// stopped sandbox), S05, V01, V02, K08, K05 (no memory), K09 (local

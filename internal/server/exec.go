@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
@@ -50,6 +51,9 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer conn.Close()
+	// The session lasts as long as the command: no read deadline of the
+	// request (package httpedge) applies to it any more.
+	conn.SetDeadline(time.Time{})
 	fmt.Fprintf(buf, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\nCairn-Exec-Pid: %d\r\n\r\n", ExecUpgrade, pid)
 	if err := buf.Flush(); err != nil {
 		return nil

@@ -144,6 +144,10 @@ func (f *fake) CreateCheckpoint(_ context.Context, account, name string, req api
 	return f.op("CreateCheckpoint", account, name, req)
 }
 
+func (f *fake) CreateCheckpointFromInside(_ context.Context, account, name string, req api.CreateCheckpointRequest) (*operation.Op, error) {
+	return f.op("CreateCheckpointFromInside", account, name, req)
+}
+
 func (f *fake) Checkpoints(_ context.Context, account, name string, includeAuto bool) ([]api.Checkpoint, error) {
 	f.record("Checkpoints", account, name, includeAuto)
 	return []api.Checkpoint{}, f.err
@@ -320,3 +324,6 @@ func (s *fakeStream) isClosed() bool {
 	defer s.mu.Unlock()
 	return s.closed
 }
+
+func errorV02(msg string) error { return errdefs.New(api.CodeInvalidArgument, "%s", msg) }
+func errorL06(msg string) error { return errdefs.New(api.CodeInsideQuota, "%s", msg) }

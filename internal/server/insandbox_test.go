@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
-	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
 // serveScoped is serve with a request context that ends with the request,
@@ -41,13 +41,15 @@ func TestManagementSocketIsScopedToItsSandbox(t *testing.T) {
 		{method: "GET", pattern: "/v1/checkpoints", path: "/v1/checkpoints?include_auto=true", status: 200,
 			want: &call{"Checkpoints", acct, []any{name, true}}},
 		{method: "POST", pattern: "/v1/checkpoint", path: "/v1/checkpoint", body: `{"comment":"before upgrade"}`, hdr: []string{"Accept", "application/json"}, status: 202,
-			want: &call{"CreateCheckpoint", acct, []any{name, api.CreateCheckpointRequest{Comment: "before upgrade"}}}},
+			want: &call{"CreateCheckpointFromInside", acct, []any{name, api.CreateCheckpointRequest{Comment: "before upgrade"}}}},
 		{method: "POST", pattern: "/v1/checkpoint", path: "/v1/checkpoint", status: 200, bodyHas: `"type":"complete"`,
-			want: &call{"CreateCheckpoint", acct, []any{name, api.CreateCheckpointRequest{}}}},
+			want: &call{"CreateCheckpointFromInside", acct, []any{name, api.CreateCheckpointRequest{}}}},
+		{method: "POST", pattern: "/v1/checkpoint", path: "/v1/checkpoint", body: `{"name":"golden","memory":true,"label":"l"}`, hdr: []string{"Accept", "application/json"}, status: 202,
+			want: &call{"CreateCheckpointFromInside", acct, []any{name, api.CreateCheckpointRequest{Name: "golden", Memory: true, Label: "l"}}}},
 		{method: "GET", pattern: "/v1/checkpoints/{id}", path: "/v1/checkpoints/v2", status: 200,
 			want: &call{"Checkpoint", acct, []any{name, "v2"}}},
-		{method: "POST", pattern: "/v1/checkpoints/{id}/restore", path: "/v1/checkpoints/v2/restore", body: `{"disk_only":true}`, status: 202,
-			want: &call{"RestoreFromInside", acct, []any{name, "v2", api.RestoreRequest{DiskOnly: true}}}, bodyHas: `"kind":"fake.RestoreFromInside"`},
+		{method: "POST", pattern: "/v1/checkpoints/{id}/restore", path: "/v1/checkpoints/v2/restore", body: `{"no_safety_checkpoint":true}`, status: 202,
+			want: &call{"RestoreFromInside", acct, []any{name, "v2", api.RestoreRequest{NoSafetyCheckpoint: true}}}, bodyHas: `"kind":"fake.RestoreFromInside"`},
 		{method: "GET", pattern: "/v1/operations/{id}", path: "/v1/operations/{op}", status: 200,
 			want: &call{"Operations.Get", "", []any{"{op}"}}},
 		{method: "GET", pattern: "/v1/operations/{id}/events", path: "/v1/operations/{op}/events", status: 200,
@@ -66,11 +68,8 @@ func TestManagementSocketIsScopedToItsSandbox(t *testing.T) {
 	f := newFake(t)
 	f.whoAccount, f.whoName = acct, name
 	h := f.server().SandboxHandler("sb-1")
-	done := f.ops.Start("test", "x", func(ctx context.Context, op *operation.Op) (any, error) { return "ok", nil })
-	if _, err := done.Wait(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	opID := done.Info().ID
+	// The operations it answers about are those started through it.
+	opID := startInside(t, f, h)
 	whoami := call{"Whoami", "sb-1", nil}
 	for _, c := range cases {
 		label := "management socket: " + c.method + " " + c.path
@@ -144,4 +143,25 @@ func TestManagementSocketIsScopedToItsSandbox(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startInside starts an operation through the management socket h (a
+// checkpoint), waits for it and returns its id. The fake's calls are
+// forgotten.
+func startInside(t *testing.T, f *fake, h http.Handler) string {
+	t.Helper()
+	rec := serveScoped(t, h, "POST", "/v1/checkpoint", "", "Accept", "application/json")
+	var op api.Operation
+	if err := json.Unmarshal(rec.Body.Bytes(), &op); rec.Code != http.StatusAccepted || err != nil || op.ID == "" {
+		t.Fatalf("POST /v1/checkpoint: %d %s", rec.Code, rec.Body)
+	}
+	got, err := f.ops.Get(op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := got.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.takeCalls()
+	return op.ID
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -32,6 +33,9 @@ type Server struct {
 	scope       SandboxScope
 	info        api.ServerInfo
 	mux         *http.ServeMux
+	// insideOps is which sandbox started each operation through its
+	// management socket.
+	insideOps opOwners
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
@@ -103,6 +107,8 @@ func statusOf(code string) int {
 		return http.StatusUnprocessableEntity
 	case api.CodeDiskLimit:
 		return http.StatusInsufficientStorage
+	case api.CodeTooManyRequests, api.CodeInsideQuota:
+		return http.StatusTooManyRequests
 	case api.CodeAgentUnreachable:
 		return http.StatusServiceUnavailable
 	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
@@ -120,6 +126,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(code)
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		status = http.StatusRequestEntityTooLarge
+	}
+	if timeout := net.Error(nil); code == api.CodeInvalidRequest && errors.As(err, &timeout) && timeout.Timeout() {
+		status = http.StatusRequestTimeout
 	}
 	if status >= 500 {
 		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
@@ -159,7 +168,21 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		if errors.Is(err, io.EOF) {
 			return errdefs.New(api.CodeInvalidRequest, "request body is empty; expected JSON")
 		}
+		if err := bodyTimeout(err); err != nil {
+			return err
+		}
 		return errdefs.Wrap(api.CodeInvalidRequest, err, "malformed JSON body")
+	}
+	return nil
+}
+
+// bodyTimeout is the error of a request body the client did not send
+// within the connection's read deadline (see package httpedge): V03,
+// answered 408; nil for any other error.
+func bodyTimeout(err error) error {
+	var timeout net.Error
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		return errdefs.Wrap(api.CodeInvalidRequest, err, "request body not received in time: send the whole request at once")
 	}
 	return nil
 }

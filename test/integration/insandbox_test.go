@@ -185,7 +185,9 @@ func TestSandboxSocketBadInput(t *testing.T) {
 		{"GET", "/v1/checkpoints/v42", "", 404, api.CodeNoCheckpoint},
 		{"POST", "/v1/checkpoints/v42/restore", "", 404, api.CodeNoCheckpoint},
 		{"GET", "/v1/sandboxes", "", 404, api.CodeInvalidRequest},
-		{"POST", "/v1/checkpoints/v0/restore", `{"as":"escape"}`, 400, api.CodeInvalidArgument},
+		{"POST", "/v1/checkpoints/v0/restore", `{"as":"escape"}`, 400, api.CodeInvalidRequest},
+		{"POST", "/v1/checkpoint", `{"memory":true}`, 400, api.CodeInvalidArgument},
+		{"POST", "/v1/checkpoint", `{"name":"golden"}`, 400, api.CodeInvalidArgument},
 	}
 	for _, c := range cases {
 		if status, e := call(c.method, c.path, c.body); status != c.status || e.Code != c.code {

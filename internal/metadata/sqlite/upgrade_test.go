@@ -67,9 +67,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	day := func(d, us int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, us*1000, time.UTC) }
 	want := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
-			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
+			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
-			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
+			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
 	}
 	got, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -161,10 +161,10 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	wantSbs := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
 			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
 			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
 	}
 	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -277,10 +277,10 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	wantSbs := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxRunning,
 			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxStopped,
 			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
-			AutoCheckpoint: time.Hour, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+			AutoCheckpoint: time.Hour, Inside: metadata.DefaultInsidePolicy, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
 	}
 	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -470,5 +470,59 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	if _, err := s.AcquireLease(ctx, metadata.Lease{ID: "l1", Resource: "sandbox/0000000000000001", Exclusive: true,
 		Owner: "host/h/1", Purpose: "restoring", Expires: clock.Now().Add(time.Minute)}); err != nil {
 		t.Errorf("AcquireLease after the upgrade: %v", err)
+	}
+}
+
+// Version 8 gives the sandboxes of a version 7 database the default inside
+// policy and marks none of their checkpoints as made from inside.
+func TestUpgradeFromVersion7(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite", dsn(path, url.Values{"_txlock": {"immediate"}, "_foreign_keys": {"on"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigrations(ctx, old, ms[:7], time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO accounts (id, name, created_at) VALUES (7, 'alice', '2030-01-01T00:00:00.000000Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, next_checkpoint, created_at, updated_at)
+		 VALUES ('0000000000000001', 7, 'web', 'debian', 'stopped', 1, '2030-01-02T00:00:00.000000Z', '2030-01-02T00:00:00.000000Z')`,
+		`INSERT INTO checkpoints (id, account_id, sandbox_id, sandbox_name, seq, trigger, consistency, comment, label,
+		                          has_memory, image, size_exclusive, size_total, root_generation, created_at, disk_path, memory_path)
+		 VALUES ('c000000000000001', 7, '0000000000000001', 'web', 'v0', 'manual', 'frozen', '', '',
+		         0, 'debian', 0, 0, 0, '2030-01-02T12:00:00.000000Z', 'checkpoints/c000000000000001', '')`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, storetest.NewClock().Now)
+	if err != nil {
+		t.Fatalf("Open of a version 7 database: %v", err)
+	}
+	defer s.Close()
+	sb, err := s.SandboxByID(ctx, "0000000000000001")
+	if err != nil || sb.Inside != metadata.DefaultInsidePolicy {
+		t.Errorf("sandbox after the upgrade: inside %+v, %v; want %+v", sb.Inside, err, metadata.DefaultInsidePolicy)
+	}
+	ck, err := s.CheckpointByID(ctx, "c000000000000001")
+	if err != nil || ck.FromInside {
+		t.Errorf("checkpoint after the upgrade: from inside %v, %v; want false", ck.FromInside, err)
+	}
+	p := metadata.InsidePolicy{Names: true, PerMinute: 1, Keep: 2}
+	if err := s.SetInsidePolicy(ctx, sb.ID, p); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := s.SandboxByID(ctx, sb.ID); err != nil || sb.Inside != p {
+		t.Errorf("after SetInsidePolicy: %+v, %v; want %+v", sb.Inside, err, p)
 	}
 }

@@ -82,6 +82,9 @@ func Run(t *testing.T, open OpenFunc) {
 		{"OffsiteDeletes", testOffsiteDeletes},
 		{"Leases", testLeases},
 		{"DiskPaths", testDiskPaths},
+		{"InsidePolicyCreate", testInsidePolicyCreate},
+		{"SetInsidePolicy", testSetInsidePolicy},
+		{"CheckpointFromInside", testCheckpointFromInside},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -154,6 +157,7 @@ func newSandbox(id string, accountID int64, name string) metadata.Sandbox {
 		CPUs:           1.5,
 		MemoryBytes:    512 << 20,
 		AutoCheckpoint: 15 * time.Minute,
+		Inside:         metadata.InsidePolicy{Memory: true, PerMinute: 3, Keep: 7},
 	}
 }
 
