@@ -53,6 +53,10 @@ func checkRequest(req api.AgentRequest) error {
 		if len(req.Hostname) == 0 || len(req.Hostname) > maxHostname {
 			return &opError{api.AgentErrInvalid, fmt.Sprintf("hostname: %d bytes, want 1 to %d", len(req.Hostname), maxHostname)}
 		}
+	case api.AgentOpRekey:
+		if req.Key == "" {
+			return &opError{api.AgentErrInvalid, "rekey: no key"}
+		}
 	case api.AgentOpShutdown:
 		if req.GraceMS < 0 || req.GraceMS > maxGraceMS {
 			return &opError{api.AgentErrInvalid, fmt.Sprintf("shutdown: grace_ms %d, want 0 to %d", req.GraceMS, maxGraceMS)}
