@@ -206,4 +206,7 @@ type DiskUsage struct {
 	Checkpoints int64 `json:"checkpoints"`
 	// CheckpointCount is how many checkpoints there are.
 	CheckpointCount int `json:"checkpoint_count"`
+	// Used is what the sandbox's disk holds now, the image's files
+	// included: what counts against its size (Sandbox.DiskBytes).
+	Used int64 `json:"used"`
 }

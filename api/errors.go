@@ -45,6 +45,7 @@ const (
 	CodeDiskLimit       = "L04" // the account's disk limit is reached
 	CodeTooManyRequests = "L05" // a sandbox's management socket got more requests than its rate allows
 	CodeInsideQuota     = "L06" // checkpoints from inside a sandbox: more in a minute than its settings allow
+	CodePoolFull        = "L07" // the pool's space for sandboxes and checkpoints is used up
 
 	CodeOffsiteUnavailable = "R01" // the off-site repository cannot be used now (locations unreachable, wrong key, disabled)
 	CodeNotOffsite         = "R02" // the checkpoint is not (yet) held by any off-site location

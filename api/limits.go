@@ -14,6 +14,9 @@ const (
 	MinMemoryBytes = 64 << 20 // gVisor itself needs some
 	MaxMemoryBytes = 16 << 40
 
+	MinDiskBytes = 64 << 20 // CreateSandboxRequest.Disk; at most the pool's size
+	MaxDiskBytes = 1 << 50
+
 	MinAutoCheckpoint = time.Minute // interval of automatic checkpoints
 	MaxAutoCheckpoint = 24 * time.Hour
 

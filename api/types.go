@@ -17,15 +17,19 @@ const (
 // Sandbox is an isolated Linux environment: an image, a writable layer and
 // processes.
 type Sandbox struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	Account     string    `json:"account"`
-	Image       string    `json:"image"`
-	State       string    `json:"state"`
-	CPUs        float64   `json:"cpus,omitempty"`
-	MemoryBytes int64     `json:"memory_bytes,omitempty"`
-	Parent      string    `json:"parent,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID          string  `json:"id"`
+	Name        string  `json:"name"`
+	Account     string  `json:"account"`
+	Image       string  `json:"image"`
+	State       string  `json:"state"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	// DiskBytes is the size of its disk, the image's files included: past
+	// it, writes inside fail with EDQUOT ("Disk quota exceeded"); 0: no
+	// size of its own (the pool's space is the bound).
+	DiskBytes int64     `json:"disk_bytes,omitempty"`
+	Parent    string    `json:"parent,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	// AgentConnected says whether cairn-init inside is connected: a
 	// connection that proved it holds the sandbox's agent key (see
 	// docs/exec-protocol.md); only meaningful while running.
@@ -103,6 +107,25 @@ type AccountInfo struct {
 	Offsite map[string]int `json:"offsite,omitempty"`
 	// OffsiteLocations are the account's locations, by name.
 	OffsiteLocations []string `json:"offsite_locations,omitempty"`
+	// Pool is how full the host's pool is.
+	Pool *PoolSpace `json:"pool,omitempty"`
+}
+
+// PoolSpace is how full the pool that holds every sandbox's disk and
+// checkpoint is.
+type PoolSpace struct {
+	Size int64 `json:"size"` // the pool's file system
+	// Used is what sandboxes, checkpoints and images take, shared data
+	// counted once; Limit is how much of Size they may take; the rest,
+	// Reserve, is kept for the metadata of checkpoints and deletes.
+	Used    int64 `json:"used"`
+	Limit   int64 `json:"limit,omitempty"`
+	Reserve int64 `json:"reserve,omitempty"`
+	Free    int64 `json:"free"` // what the file system has left
+	// Low is true when the pool is past 90% of Limit, or its free space
+	// is under half the reserve; Note says so in words.
+	Low  bool   `json:"low,omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
@@ -111,6 +134,10 @@ type CreateSandboxRequest struct {
 	Image  string  `json:"image,omitempty"` // default "busybox"
 	CPUs   float64 `json:"cpus,omitempty"`
 	Memory string  `json:"memory,omitempty"` // e.g. "512M", "2G"; default: no limit beyond the host's
+	// Disk is the size of its disk, e.g. "10G", the image's files included
+	// (MinDiskBytes up to the pool's size); default: cairnd's
+	// --default-disk.
+	Disk string `json:"disk,omitempty"`
 	// AutoCheckpoint is the interval of automatic checkpoints, e.g. "15m"
 	// (60s-24h); default 5m.
 	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`

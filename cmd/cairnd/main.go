@@ -24,7 +24,7 @@ func main() {
 		os.Exit(browse.Main(os.Args[2:]))
 	}
 	var cfg daemon.Config
-	var poolSize, logLevel, diskLimit, configFile string
+	var poolSize, logLevel, diskLimit, configFile, defaultDisk, poolReserve string
 	flag.StringVar(&configFile, "config", "", "JSON config file with the account's off-site locations (default: two directories under the data dir; see docs/offsite.md)")
 	flag.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cairn", "directory for the pool, metadata and per-sandbox files")
 	flag.StringVar(&cfg.Socket, "socket", "/run/cairn/cairn.sock", "unix socket of the API (mode 0600)")
@@ -34,6 +34,8 @@ func main() {
 	flag.StringVar(&cfg.InitBinary, "init", "", "path of the cairn-init binary (default: cairn-init next to cairnd)")
 	flag.StringVar(&cfg.CacheDir, "cache-dir", "", "downloads kept between image builds (default: DATA-DIR/cache)")
 	flag.StringVar(&diskLimit, "disk-limit", "", "the account's limit on disk used by sandboxes and checkpoints, e.g. 50G (default: unlimited)")
+	flag.StringVar(&defaultDisk, "default-disk", "10G", "disk size of a sandbox created without --disk, the image's files included (at most the pool's size)")
+	flag.StringVar(&poolReserve, "pool-reserve", "", "part of the pool kept from sandboxes' data, for the metadata of checkpoints and deletes (default: a tenth of the pool, 256M to 4G)")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -56,6 +58,14 @@ func main() {
 	if diskLimit != "" {
 		if cfg.DiskLimit, err = sandbox.ParseSize(diskLimit); err != nil {
 			fatal(fmt.Errorf("--disk-limit: %w", err))
+		}
+	}
+	if cfg.DefaultDisk, err = sandbox.ParseSize(defaultDisk); err != nil {
+		fatal(fmt.Errorf("--default-disk: %w", err))
+	}
+	if poolReserve != "" {
+		if cfg.PoolReserve, err = sandbox.ParseSize(poolReserve); err != nil {
+			fatal(fmt.Errorf("--pool-reserve: %w", err))
 		}
 	}
 	if configFile != "" {

@@ -28,6 +28,11 @@ func (c *Catalog) Account(ctx context.Context, account string) (api.AccountInfo,
 		return api.AccountInfo{}, err
 	}
 	info := api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: c.cfg.Disks.DiskLimit(), Sandboxes: len(sbs), Checkpoints: len(cks)}
+	pool, err := c.cfg.Disks.PoolSpace(ctx)
+	if err != nil {
+		return api.AccountInfo{}, err
+	}
+	info.Pool = &pool
 	if c.cfg.Offsite != nil && c.cfg.Offsite.Enabled() {
 		info.OffsiteLocations = c.cfg.Offsite.Locations()
 		info.Offsite = map[string]int{}

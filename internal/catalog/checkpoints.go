@@ -249,7 +249,7 @@ func (c *Catalog) diskUsage(ctx context.Context, sb metadata.Sandbox) (*api.Disk
 	if err != nil {
 		return nil, err
 	}
-	du := &api.DiskUsage{Sandbox: usage.Root(sb.ID), CheckpointCount: len(cks)}
+	du := &api.DiskUsage{Sandbox: usage.Root(sb.ID), Used: usage.RootUsed(sb.ID), CheckpointCount: len(cks)}
 	for _, ck := range cks {
 		excl, _ := usage.Checkpoint(ck)
 		du.Checkpoints += excl

@@ -15,7 +15,7 @@ import (
 func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.Sandbox) api.Sandbox {
 	out := api.Sandbox{
 		ID: sb.ID, Name: sb.Name, Account: acct.Name, Image: sb.Image, State: string(sb.State),
-		CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes, CreatedAt: sb.CreatedAt,
+		CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes, DiskBytes: sb.DiskBytes, CreatedAt: sb.CreatedAt,
 	}
 	if sb.ParentID != "" {
 		if p, err := c.cfg.Store.SandboxByID(ctx, sb.ParentID); err == nil {

@@ -44,6 +44,9 @@ func runAccount(ctx context.Context, g *globalOptions) error {
 	t := newTable(g.stdout)
 	t.Row("account", acct.Name)
 	t.Row("disk", formatAccountDisk(acct))
+	if acct.Pool != nil {
+		t.Row("pool", formatPool(*acct.Pool))
+	}
 	t.Row("sandboxes", fmt.Sprint(acct.Sandboxes))
 	t.Row("checkpoints", fmt.Sprint(acct.Checkpoints))
 	t.Row("off-site", formatAccountOffsite(acct))
@@ -66,6 +69,21 @@ func formatAccountOffsite(acct api.AccountInfo) string {
 		parts = []string{"no checkpoints yet"}
 	}
 	return strings.Join(acct.OffsiteLocations, ", ") + ": " + strings.Join(parts, ", ")
+}
+
+// formatPool renders how full the pool is: "3.1GiB used of 18GiB for
+// sandboxes and checkpoints (2GiB reserved), 16GiB free", then the warning
+// when it runs low.
+func formatPool(p api.PoolSpace) string {
+	s := formatSize(p.Used) + " used"
+	if p.Limit > 0 {
+		s += fmt.Sprintf(" of %s for sandboxes and checkpoints (%s reserved)", formatSize(p.Limit), formatSize(p.Reserve))
+	}
+	s += ", " + formatSize(p.Free) + " free"
+	if p.Low {
+		s += "; LOW: " + p.Note
+	}
+	return s
 }
 
 // formatAccountDisk renders an account's disk use against its limit:

@@ -20,6 +20,7 @@ type createOptions struct {
 	Image          string
 	CPUs           float64
 	Memory         string
+	Disk           string // size, e.g. "20G"; "" for the daemon's default
 	AutoCheckpoint string // interval, e.g. "15m"; "" for the daemon's default
 	Inside         *api.InsideChange
 }
@@ -40,6 +41,11 @@ NAME: up to 63 lowercase letters, digits and dashes, starting with a letter
 or digit.
 --cpus takes a number of cores from 0.01 to the host's (0: no limit).
 --memory takes a size such as 512M or 2G, from 64M to the host's RAM.
+--disk takes the size of the sandbox's disk, the image's files included,
+from 64M to the pool's size (default: cairnd's --default-disk, 10G). Past
+it, writes inside fail with "Disk quota exceeded" (EDQUOT) and nothing
+outside the sandbox is touched; its checkpoints go on working. A fork or a
+restore as a new sandbox has the size of the original.
 --auto-checkpoint sets how often cairnd checkpoints the sandbox's disk on
 its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h (default 5m). Automatic
@@ -47,7 +53,7 @@ checkpoints cannot be switched off; "cairn config" changes the interval.
 
 ` + insideHelp + ` "cairn config" changes them too.`,
 		Example: `  cairn create web
-  cairn create dev --image debian --cpus 2 --memory 2G
+  cairn create dev --image debian --cpus 2 --memory 2G --disk 20G
   cairn create agent --auto-checkpoint 15m
   cairn create agent --inside-memory --inside-rate 2 --inside-keep 10`,
 		Args: exactArgs("NAME"),
@@ -62,6 +68,7 @@ checkpoints cannot be switched off; "cairn config" changes the interval.
 	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian; see \"cairn image list\")")
 	boundedFloatVar(f, &opts.CPUs, "cpus", api.MinCPUs, api.MaxCPUs, true, "CPU limit, e.g. 1.5, at most the host's cores (default: no limit)")
 	boundedSizeVar(f, &opts.Memory, "memory", api.MinMemoryBytes, api.MaxMemoryBytes, "memory limit, e.g. 512M, 2G; 64M to the host's RAM (default: no limit)")
+	boundedSizeVar(f, &opts.Disk, "disk", api.MinDiskBytes, api.MaxDiskBytes, "disk size, the image's files included, e.g. 20G; 64M to the pool's size (default: cairnd's --default-disk)")
 	boundedDurationVar(f, &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
 	return cmd
 }
@@ -73,6 +80,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		Image:          opts.Image,
 		CPUs:           opts.CPUs,
 		Memory:         opts.Memory,
+		Disk:           opts.Disk,
 		AutoCheckpoint: opts.AutoCheckpoint,
 		Inside:         opts.Inside,
 	})
@@ -193,6 +201,7 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("image", sb.Image)
 	t.Row("cpus", formatCPUs(sb.CPUs))
 	t.Row("memory", formatMemory(sb.MemoryBytes))
+	t.Row("disk size", formatDiskSize(sb))
 	t.Row("parent", orDash(sb.Parent))
 	t.Row("created", formatTime(g.now(), sb.CreatedAt))
 	t.Row("agent connected", yesNo(sb.AgentConnected))
@@ -225,6 +234,18 @@ func formatNextStart(sb api.Sandbox) string {
 // 300MiB in 4 checkpoints".
 func formatDisk(d api.DiskUsage) string {
 	return fmt.Sprintf("%s in the sandbox, %s in %s", formatSize(d.Sandbox), formatSize(d.Checkpoints), plural(d.CheckpointCount, "checkpoint"))
+}
+
+// formatDiskSize renders a sandbox's disk size, with what it holds when
+// known: "10GiB (1.3GiB used, 13%)", "10GiB", or "none" without a size.
+func formatDiskSize(sb api.Sandbox) string {
+	if sb.DiskBytes <= 0 {
+		return "none (the pool's space)"
+	}
+	if sb.Disk == nil {
+		return formatSize(sb.DiskBytes)
+	}
+	return fmt.Sprintf("%s (%s used, %.0f%%)", formatSize(sb.DiskBytes), formatSize(sb.Disk.Used), 100*float64(sb.Disk.Used)/float64(sb.DiskBytes))
 }
 
 // statusOptions are the arguments of cairn status.

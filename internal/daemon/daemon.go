@@ -69,12 +69,25 @@ type Config struct {
 	InitBinary string // cairn-init binary on the host
 	CacheDir   string // downloads kept between image builds; default DataDir/cache
 	DiskLimit  int64  // the default account's disk limit in bytes; 0 is unlimited
+	// DefaultDisk is the disk size of a sandbox created without --disk;
+	// default DefaultDiskSize (at most the pool's size).
+	DefaultDisk int64
+	// PoolReserve is the part of the pool kept from sandboxes' data for
+	// the metadata of checkpoints and deletes; default volume.Reserve's.
+	PoolReserve int64
 	// Offsite is the default account's off-site configuration; the zero
 	// value is two directories under DataDir (see offsite.Config).
 	Offsite offsite.Config
 }
 
+// DefaultDiskSize is the disk size of a sandbox created without --disk,
+// unless cairnd's --default-disk says otherwise.
+const DefaultDiskSize = 10 << 30
+
 func (c *Config) defaults() {
+	if c.DefaultDisk == 0 {
+		c.DefaultDisk = DefaultDiskSize
+	}
 	if c.DataDir == "" {
 		c.DataDir = "/var/lib/cairn"
 	}
@@ -115,6 +128,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("storage pool: %w", err)
 	}
+	limit, err := pool.KeepReserve(ctx, cfg.PoolReserve)
+	if err != nil {
+		return fmt.Errorf("storage pool: %w", err)
+	}
+	slog.Info("pool space kept for sandboxes and checkpoints", "limit", limit)
 	store, err := sqlite.Open(filepath.Join(cfg.DataDir, "cairn.db"), time.Now)
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
@@ -155,21 +173,22 @@ func Run(ctx context.Context, cfg Config) error {
 	instances := sandbox.NewInstances()
 	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsiteSvc})
 	mgr, err := sandbox.NewManager(sandbox.Config{
-		Instances:  instances,
-		Catalog:    cat,
-		SandboxAPI: func(id string) http.Handler { return srv.SandboxHandler(id) },
-		DataDir:    cfg.DataDir,
-		InitBinary: cfg.InitBinary,
-		Store:      store,
-		Pool:       pool,
-		Images:     images,
-		Runtime:    runtime,
-		Ops:        ops,
-		Now:        time.Now,
-		Disks:      dsk,
-		Leases:     leases,
-		BrowseDir:  browseDir,
-		Offsite:    offsiteSvc,
+		Instances:   instances,
+		Catalog:     cat,
+		SandboxAPI:  func(id string) http.Handler { return srv.SandboxHandler(id) },
+		DataDir:     cfg.DataDir,
+		InitBinary:  cfg.InitBinary,
+		DefaultDisk: cfg.DefaultDisk,
+		Store:       store,
+		Pool:        pool,
+		Images:      images,
+		Runtime:     runtime,
+		Ops:         ops,
+		Now:         time.Now,
+		Disks:       dsk,
+		Leases:      leases,
+		BrowseDir:   browseDir,
+		Offsite:     offsiteSvc,
 	})
 	if err != nil {
 		return err
@@ -183,7 +202,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 
-	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk, Now: time.Now}).Run(opsCtx)
+	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
+		PoolWatch: dsk.NewPoolWatch(), Now: time.Now}).Run(opsCtx)
 	go offsiteSvc.Run(opsCtx)
 
 	ln, err := listen(cfg.Socket)

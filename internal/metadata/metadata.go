@@ -130,7 +130,11 @@ type Sandbox struct {
 	// management socket: an operator's setting, changed by SetInsidePolicy.
 	// Stored as given (the zero value allows no checkpoint from inside);
 	// the sandbox manager fills in DefaultInsidePolicy.
-	Inside    InsidePolicy
+	Inside InsidePolicy
+	// DiskBytes is the size of the sandbox's disk: the most its root may
+	// refer to, the image's files included (a btrfs quota-group limit);
+	// 0: no limit.
+	DiskBytes int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -179,6 +183,8 @@ func (sb Sandbox) Validate() error {
 		return fmt.Errorf("invalid sandbox %s: negative cpus %g", sb.ID, sb.CPUs)
 	case sb.MemoryBytes < 0:
 		return fmt.Errorf("invalid sandbox %s: negative memory %d", sb.ID, sb.MemoryBytes)
+	case sb.DiskBytes < 0:
+		return fmt.Errorf("invalid sandbox %s: negative disk size %d", sb.ID, sb.DiskBytes)
 	}
 	if _, err := AutoCheckpointSeconds(sb.AutoCheckpoint); err != nil {
 		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)

@@ -38,6 +38,10 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
+	disk, err := parseDisk(req.Disk, m.cfg.DefaultDisk, m.cfg.Disks.PoolSize())
+	if err != nil {
+		return nil, err
+	}
 	inside, err := applyInsideChange(metadata.DefaultInsidePolicy, req.Inside)
 	if err != nil {
 		return nil, err
@@ -52,7 +56,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
 		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory, AutoCheckpoint: every,
-		Inside: inside,
+		Inside: inside, DiskBytes: disk,
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()

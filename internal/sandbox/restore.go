@@ -276,13 +276,21 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: name, Image: ck.Image, State: metadata.SandboxStopped,
 		ParentID: parentID, SourceCheckpoint: ck.ID, CurrentCheckpoint: ck.ID,
-		Inside: metadata.DefaultInsidePolicy,
+		Inside: metadata.DefaultInsidePolicy, DiskBytes: m.cfg.DefaultDisk,
 	}
 	// Keep the source's limits, interval and inside policy when it still
-	// exists.
-	if src, err := m.cfg.Store.SandboxByID(context.Background(), ck.SandboxID); err == nil {
+	// exists; of a deleted one, the disk size its checkpoint was taken
+	// with (the checkpoint's quota group inherited it from the root).
+	src, err := m.cfg.Store.SandboxByID(context.Background(), ck.SandboxID)
+	switch {
+	case err == nil:
 		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint, sb.Inside = src.CPUs, src.MemoryBytes, src.AutoCheckpoint, src.Inside
-	} else if !errors.Is(err, metadata.ErrNotFound) {
+		sb.DiskBytes = src.DiskBytes
+	case errors.Is(err, metadata.ErrNotFound):
+		if size := m.cfg.Disks.DiskSizeOf(context.Background(), ck); size > 0 {
+			sb.DiskBytes = size
+		}
+	default:
 		slog.Warn("read source sandbox", "err", err)
 	}
 	return sb

@@ -138,6 +138,9 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		LogPath:   filepath.Join(dir, "console.log"),
 		Stdin:     stdin,
 	}
+	if err := r.cfg.Disks.LimitRoot(ctx, sb); err != nil {
+		return err
+	}
 	launch := func() (int, error) { return r.cfg.Runtime.Start(ctx, spec) }
 	if memImage != "" {
 		launch = func() (int, error) { return r.cfg.Runtime.Restore(ctx, spec, memImage) }

@@ -48,6 +48,22 @@ func parseLimits(cpus float64, memory string, hostCPUs int, hostMemory int64) (i
 	return bounds.ParseSize("--memory", memory, api.MinMemoryBytes, maxMemory)
 }
 
+// parseDisk parses a create request's disk size ("" is the default size)
+// for a pool of poolSize bytes: no sandbox's disk is larger than the pool.
+func parseDisk(s string, def, poolSize int64) (int64, error) {
+	if s == "" {
+		if poolSize > 0 && def > poolSize {
+			return poolSize, nil
+		}
+		return def, nil
+	}
+	maxDisk := int64(api.MaxDiskBytes)
+	if poolSize >= api.MinDiskBytes {
+		maxDisk = min(maxDisk, poolSize)
+	}
+	return bounds.ParseSize("--disk", s, api.MinDiskBytes, maxDisk)
+}
+
 // hostMemory is the RAM of this host, the most a sandbox may be given; 0
 // when it cannot be read.
 func hostMemory() int64 {

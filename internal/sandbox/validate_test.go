@@ -100,3 +100,29 @@ func TestParseInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDisk(t *testing.T) {
+	const pool = 8 << 30
+	for _, c := range []struct {
+		in      string
+		def     int64
+		want    int64
+		wantErr bool
+	}{
+		{"", 10 << 30, pool, false}, // the default is cut to the pool
+		{"", 1 << 30, 1 << 30, false},
+		{"", 0, 0, false},
+		{"2G", 10 << 30, 2 << 30, false},
+		{"8G", 0, pool, false},
+		{"9G", 0, 0, true}, // larger than the pool
+		{"1M", 0, 0, true}, // below the minimum
+		{"NaN", 0, 0, true},
+		{"-1G", 0, 0, true},
+		{"99999999999999999999", 0, 0, true},
+	} {
+		got, err := parseDisk(c.in, c.def, pool)
+		if (err != nil) != c.wantErr || (err == nil && got != c.want) {
+			t.Errorf("parseDisk(%q, %d) = %d, %v; want %d, error %v", c.in, c.def, got, err, c.want, c.wantErr)
+		}
+	}
+}

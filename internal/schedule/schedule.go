@@ -41,8 +41,15 @@ type Collector interface {
 	Collect(ctx context.Context) error
 }
 
+// PoolWatch says when the pool starts and stops running low
+// (disks.PoolWatch).
+type PoolWatch interface {
+	Check(ctx context.Context)
+}
+
 // Config is what a Scheduler needs.
 type Config struct {
+	PoolWatch   PoolWatch // nil: nobody watches
 	Disks       Collector // nil: nothing to collect
 	Store       metadata.Store
 	Pool        *volume.Pool // the roots' and images' change markers
@@ -97,6 +104,9 @@ func (m *Scheduler) Tick(ctx context.Context) error {
 	}
 	if err := m.applyRetention(ctx, sandboxes, live, now); err != nil {
 		return err
+	}
+	if m.cfg.PoolWatch != nil {
+		m.cfg.PoolWatch.Check(ctx)
 	}
 	if m.cfg.Disks != nil {
 		return m.cfg.Disks.Collect(ctx)

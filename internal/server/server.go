@@ -105,7 +105,7 @@ func statusOf(code string) int {
 		return http.StatusBadGateway
 	case api.CodeExecFailed:
 		return http.StatusUnprocessableEntity
-	case api.CodeDiskLimit:
+	case api.CodeDiskLimit, api.CodePoolFull:
 		return http.StatusInsufficientStorage
 	case api.CodeTooManyRequests, api.CodeInsideQuota:
 		return http.StatusTooManyRequests

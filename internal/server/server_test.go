@@ -51,7 +51,7 @@ func TestErrorsHaveOneShape(t *testing.T) {
 func TestEveryCodeHasAStatus(t *testing.T) {
 	for code, want := range map[string]int{
 		api.CodeInvalidName: 400, api.CodeNoSandbox: 404, api.CodeNameTaken: 409, api.CodeNotRunning: 409,
-		api.CodeNoCheckpoint: 404, api.CodeDiskLimit: 507, api.CodeInternal: 500, api.CodeExecFailed: 422,
+		api.CodeNoCheckpoint: 404, api.CodeDiskLimit: 507, api.CodePoolFull: 507, api.CodeInternal: 500, api.CodeExecFailed: 422,
 	} {
 		if got := statusOf(code); got != want {
 			t.Errorf("statusOf(%s) = %d, want %d", code, got, want)

@@ -31,6 +31,7 @@ type qgroup struct {
 	id   string // "0/258", "1/1"
 	path string // relative to the pool; "" for higher-level groups
 	Usage
+	MaxReferenced int64 // its limit; 0: none
 }
 
 // setUpQuota turns on btrfs quota groups, which account each subvolume's
@@ -160,6 +161,9 @@ func parseQgroups(out []byte) []qgroup {
 			continue
 		}
 		g := qgroup{id: f[0], Usage: Usage{Referenced: rfer, Exclusive: excl}}
+		if f[3] != "none" {
+			g.MaxReferenced, _ = strconv.ParseInt(f[3], 10, 64)
+		}
 		if len(f) > 5 && !strings.HasPrefix(f[5], "<") {
 			g.path = filepath.Clean(strings.TrimPrefix(strings.Join(f[5:], " "), "<FS_TREE>/"))
 		}

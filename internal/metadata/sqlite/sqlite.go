@@ -328,7 +328,7 @@ func scanAccount(row scanner) (metadata.Account, error) {
 
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
-	` + insideColumns
+	` + insideColumns + `, disk_bytes`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -355,10 +355,10 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?)`,
 			append([]any{sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 				nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
-				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt)}, insideValues(sb.Inside)...)...)
+				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt)}, append(insideValues(sb.Inside), sb.DiskBytes)...)...)
 		return err
 	})
 	if err == nil {
@@ -461,7 +461,7 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 			created, updated         string
 		)
 		if err := rows.Scan(append([]any{&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
-			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated}, insideDests(&sb.Inside)...)...); err != nil {
+			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated}, append(insideDests(&sb.Inside), &sb.DiskBytes)...)...); err != nil {
 			return nil, err
 		}
 		sb.State, sb.ParentID = metadata.SandboxState(state), parent.String

@@ -158,6 +158,7 @@ func newSandbox(id string, accountID int64, name string) metadata.Sandbox {
 		MemoryBytes:    512 << 20,
 		AutoCheckpoint: 15 * time.Minute,
 		Inside:         metadata.InsidePolicy{Memory: true, PerMinute: 3, Keep: 7},
+		DiskBytes:      8 << 30,
 	}
 }
 
@@ -429,6 +430,7 @@ func testInvalidInput(t *testing.T, open OpenFunc) {
 	bad := map[string]func(*metadata.Sandbox){
 		"empty id":        func(sb *metadata.Sandbox) { sb.ID = "" },
 		"no account":      func(sb *metadata.Sandbox) { sb.AccountID = 0 },
+		"negative disk":   func(sb *metadata.Sandbox) { sb.DiskBytes = -1 },
 		"empty name":      func(sb *metadata.Sandbox) { sb.Name = "" },
 		"empty state":     func(sb *metadata.Sandbox) { sb.State = "" },
 		"unknown state":   func(sb *metadata.Sandbox) { sb.State = "flying" },
