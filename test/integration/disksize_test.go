@@ -80,6 +80,18 @@ func TestPoolReserveKeepsCheckpointsWorking(t *testing.T) {
 	if text := d.mustCLI("account"); !strings.Contains(text, "LOW") {
 		t.Fatalf("cairn account does not say the pool runs low:\n%s", text)
 	}
+	// A memory checkpoint needs room for its image: it fails cleanly, and
+	// the sandbox runs on, not paused.
+	before := len(d.checkpoints("hog"))
+	if code := d.errorCode("checkpoint", "create", "hog", "--memory"); code != api.CodeCheckpointFailed && code != api.CodePoolFull {
+		t.Fatalf("a memory checkpoint of a full pool: %q, want K01 or L07", code)
+	}
+	if after := len(d.checkpoints("hog")); after != before {
+		t.Fatalf("a failed memory checkpoint left a checkpoint: %d before, %d after", before, after)
+	}
+	if out := d.sh("hog", "echo alive"); out != "alive\n" {
+		t.Fatalf("after a failed memory checkpoint: %q", out)
+	}
 	// The reserve is still there: a checkpoint, a fork and deletes work.
 	ck := d.checkpoint("hog")
 	d.mustCLI("fork", "hog", "--from-checkpoint", ck.ID, "--name-prefix", "hog-copy")
