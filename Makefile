@@ -45,7 +45,8 @@ FUZZ_TARGETS := \
 	./internal/initd:FuzzReadRequest \
 	./internal/agent:FuzzReplies \
 	./internal/server:FuzzSandboxAPI \
-	./internal/cli:FuzzHumanOutput
+	./internal/cli:FuzzHumanOutput \
+	./internal/agentauth:FuzzDecode
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; \

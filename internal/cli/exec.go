@@ -57,7 +57,7 @@ such as Ctrl-C go to the command. -d starts the command in the background and
 prints its pid. If the sandbox is starting or restoring, exec waits for it.
 --json changes only cairn's own messages (and -d's output: {"pid":N}).
 The command's output is written exactly as it wrote it, escape sequences
-included, as ssh does: it is your command's (see docs/security-output.md).
+included, as ssh does: it is your command's (see docs/security.md).
 
 ` + execExitCodes,
 		Example: `  cairn exec web -- ls -l /

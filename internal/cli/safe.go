@@ -13,7 +13,7 @@ import (
 // A terminal obeys escape sequences in what it prints: a comment holding
 // "\x1b[2K\r" erases its line and forges another, OSC 52 sets the
 // clipboard. So every human printer passes such strings through
-// escapeText, and --json output through safeJSON; docs/security-output.md
+// escapeText, and --json output through safeJSON; docs/security.md
 // says what is escaped and why.
 
 // escapeText returns s with every byte or character that a terminal could
