@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
@@ -87,11 +88,11 @@ func (d *Disks) PoolSpace(ctx context.Context) (api.PoolSpace, error) {
 	case sp.Limit > 0 && float64(sp.Used) >= lowPoolShare*float64(sp.Limit):
 		out.Low = true
 		out.Note = fmt.Sprintf("the pool is %.0f%% full: sandboxes' writes fail with EDQUOT past %s; delete checkpoints or sandboxes",
-			100*float64(sp.Used)/float64(sp.Limit), formatBytes(sp.Limit))
+			100*float64(sp.Used)/float64(sp.Limit), bounds.FormatSize(sp.Limit))
 	case out.Reserve > 0 && sp.Free < out.Reserve/2:
 		out.Low = true
 		out.Note = fmt.Sprintf("only %s of the pool is free, less than half its %s reserve; delete checkpoints or sandboxes",
-			formatBytes(sp.Free), formatBytes(out.Reserve))
+			bounds.FormatSize(sp.Free), bounds.FormatSize(out.Reserve))
 	}
 	return out, nil
 }
@@ -123,17 +124,4 @@ func (w *PoolWatch) Check(ctx context.Context) {
 		slog.Info("the pool has room again", "used", sp.Used, "limit", sp.Limit, "free", sp.Free)
 	}
 	w.low = sp.Low
-}
-
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
