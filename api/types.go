@@ -12,7 +12,24 @@ const (
 	StateDeleting  = "deleting"
 	StateError     = "error"
 	StateRestoring = "restoring"
+	// StateCrashed: the sandbox should run but its processes died without
+	// cairnd stopping them; LastCrash says why. Its restart policy decides
+	// whether cairnd starts it again.
+	StateCrashed = "crashed"
 )
+
+// Restart policies of a sandbox (Sandbox.Restart, --restart).
+const (
+	RestartOnFailure = "on-failure" // the default: start it again after a crash, with backoff and a limit
+	RestartAlways    = "always"     // also when it ended by itself (its init exited)
+	RestartNo        = "no"         // a sandbox that died stays crashed
+)
+
+// SandboxEvent is something that happened to a sandbox, and when.
+type SandboxEvent struct {
+	What string    `json:"what"`
+	At   time.Time `json:"at"`
+}
 
 // Sandbox is an isolated Linux environment: an image, a writable layer and
 // processes.
@@ -60,6 +77,13 @@ type Sandbox struct {
 	// AutoCheckpointNote says why the last automatic checkpoint was skipped
 	// (for instance the disk limit); empty when it was not.
 	AutoCheckpointNote string `json:"auto_checkpoint_note,omitempty"`
+	// Restart is its restart policy (one of the Restart… constants).
+	Restart string `json:"restart,omitempty"`
+	// LastCrash is why and when it last died; kept after it runs again.
+	LastCrash *SandboxEvent `json:"last_crash,omitempty"`
+	// LastOOMKill is the last process its memory limit killed inside it
+	// ("pid 42 (python3), 380 MiB resident"), and when.
+	LastOOMKill *SandboxEvent `json:"last_oom_kill,omitempty"`
 }
 
 // AccountInfo answers GET /v1/account.
@@ -88,12 +112,15 @@ type CreateSandboxRequest struct {
 	// AutoCheckpoint is the interval of automatic checkpoints, e.g. "15m"
 	// (60s-24h); default 5m.
 	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`
+	// Restart is the restart policy: "on-failure" (default), "always", "no".
+	Restart string `json:"restart,omitempty"`
 }
 
 // ConfigureSandboxRequest is the body of PATCH /v1/sandboxes/{name}; unset
 // fields are left as they are.
 type ConfigureSandboxRequest struct {
 	AutoCheckpoint string `json:"auto_checkpoint,omitempty"`
+	Restart        string `json:"restart,omitempty"`
 }
 
 // Image is a read-only root file system sandboxes start from.

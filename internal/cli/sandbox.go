@@ -21,6 +21,7 @@ type createOptions struct {
 	CPUs           float64
 	Memory         string
 	AutoCheckpoint string // interval, e.g. "15m"; "" for the daemon's default
+	Restart        string // restart policy; "" for on-failure
 }
 
 func newCreateCommand(g *globalOptions) *cobra.Command {
@@ -40,10 +41,18 @@ or digit.
 --auto-checkpoint sets how often cairnd checkpoints the sandbox's disk on
 its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h (default 5m). Automatic
-checkpoints cannot be switched off; "cairn config" changes the interval.`,
+checkpoints cannot be switched off; "cairn config" changes the interval.
+--memory is what the sandbox's kernel sees as its memory: a process that
+takes more is killed inside (exit 137; "cairn info" shows the last such
+kill) and the sandbox lives on.
+--restart says what cairnd does when the sandbox dies (its processes
+killed on the host, out of host memory): on-failure (default) starts it
+again from its disk after 1 s, 2 s, 4 s, 8 s, 16 s, at most 5 times in 10
+minutes; always does so also when it ended by itself (kill 1 inside); no
+leaves it crashed. "cairn config" changes it.`,
 		Example: `  cairn create web
   cairn create dev --image debian --cpus 2 --memory 2G
-  cairn create agent --auto-checkpoint 15m`,
+  cairn create agent --auto-checkpoint 15m --restart no`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
@@ -55,6 +64,7 @@ checkpoints cannot be switched off; "cairn config" changes the interval.`,
 	f.Float64Var(&opts.CPUs, "cpus", 0, "CPU limit, e.g. 1.5 (default: no limit)")
 	f.StringVar(&opts.Memory, "memory", "", "memory limit, e.g. 512M, 2G (default: no limit)")
 	f.StringVar(&opts.AutoCheckpoint, "auto-checkpoint", "", "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
+	f.StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no (default on-failure)")
 	return cmd
 }
 
@@ -66,6 +76,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		CPUs:           opts.CPUs,
 		Memory:         opts.Memory,
 		AutoCheckpoint: opts.AutoCheckpoint,
+		Restart:        opts.Restart,
 	})
 	if err != nil {
 		return err
@@ -192,10 +203,21 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("current checkpoint", orDash(sb.CurrentCheckpoint))
 	t.Row("source checkpoint", orDash(sb.SourceCheckpoint))
 	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
+	t.Row("restart", orDash(sb.Restart))
+	t.Row("last crash", formatEvent(g.now(), sb.LastCrash))
+	t.Row("last OOM kill", formatEvent(g.now(), sb.LastOOMKill))
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
 	return t.Flush()
+}
+
+// formatEvent renders a sandbox event: "3 min ago: WHAT", "-" for none.
+func formatEvent(now time.Time, ev *api.SandboxEvent) string {
+	if ev == nil {
+		return "-"
+	}
+	return formatTime(now, ev.At) + ": " + ev.What
 }
 
 // formatNextStart says what "cairn start" will do with a stopped sandbox:
@@ -273,6 +295,9 @@ func runStatus(ctx context.Context, opts statusOptions, g *globalOptions) error 
 	}
 	g.printf("%s  %s  (image %s)\n", sb.Name, sb.State, sb.Image)
 	t := newTable(g.stdout)
+	if sb.State == api.StateCrashed {
+		t.Row("crashed", formatEvent(g.now(), sb.LastCrash))
+	}
 	t.Row("checkpoints", formatCheckpointStatus(g.now(), sb))
 	if sb.AutoCheckpointNote != "" {
 		t.Row("note", sb.AutoCheckpointNote)
@@ -314,12 +339,13 @@ func formatCheckpointStatus(now time.Time, sb api.Sandbox) string {
 type configOptions struct {
 	Name           string
 	AutoCheckpoint string // new interval of automatic checkpoints, e.g. "15m"
+	Restart        string // new restart policy
 }
 
 func newConfigCommand(g *globalOptions) *cobra.Command {
 	var opts configOptions
 	cmd := &cobra.Command{
-		Use:   "config NAME --auto-checkpoint DURATION",
+		Use:   "config NAME [--auto-checkpoint DURATION] [--restart POLICY]",
 		Short: "Change a sandbox's settings",
 		Long: `Change settings of sandbox NAME; settings not given stay as they are, and
 at least one must be given.
@@ -329,31 +355,41 @@ its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h. Automatic checkpoints
 cannot be switched off. The sandbox need not be running.
 
+--restart sets what cairnd does when the sandbox dies: on-failure, always
+or no (see "cairn create --help").
+
 --json prints the sandbox.`,
 		Example: `  cairn config web --auto-checkpoint 15m
+  cairn config web --restart no
   cairn config web --auto-checkpoint 1h --json`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if opts.AutoCheckpoint == "" {
-				return usageErrorf("nothing to change: give --auto-checkpoint DURATION")
+			if opts.AutoCheckpoint == "" && opts.Restart == "" {
+				return usageErrorf("nothing to change: give --auto-checkpoint DURATION or --restart POLICY")
 			}
 			return runConfig(cmd.Context(), opts, g)
 		},
 	}
 	cmd.Flags().StringVar(&opts.AutoCheckpoint, "auto-checkpoint", "", "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
+	cmd.Flags().StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no")
 	return cmd
 }
 
 func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error {
 	sb, err := g.client().ConfigureSandbox(ctx, opts.Name, api.ConfigureSandboxRequest{
 		AutoCheckpoint: opts.AutoCheckpoint,
+		Restart:        opts.Restart,
 	})
 	if err != nil {
 		return err
 	}
 	if g.JSON {
 		return g.printJSON(sb)
+	}
+	if opts.AutoCheckpoint == "" {
+		g.printf("Sandbox %s: restart %s\n", opts.Name, sb.Restart)
+		return nil
 	}
 	every := formatAutoCheckpoint(sb.AutoCheckpointSeconds)
 	if every == "" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +42,9 @@ type Config struct {
 	// ExecBuffer is how many bytes of its output an attached exec keeps
 	// until cairnd acknowledges them; default DefaultExecBuffer.
 	ExecBuffer int
+	// MemoryLimit is the sandbox's memory limit in bytes, which the OOM
+	// killer (oom.go) holds the guest to with MemTotal; 0: MemTotal alone.
+	MemoryLimit int64
 }
 
 // server is one running cairn-init.
@@ -54,6 +58,10 @@ type server struct {
 	sessions *sessionTable      // attached execs
 	stop     context.CancelFunc // ends Run
 	wg       sync.WaitGroup     // stream handlers
+	oom      *oomKiller
+	exiting  chan struct{} // closed when cairn-init ends (see exit)
+	exitOnce sync.Once
+	selfExit atomic.Bool // it ends by itself, not at cairnd's request
 }
 
 // Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx
@@ -100,7 +108,9 @@ func Run(ctx context.Context, cfg Config) error {
 		groups:   newGroups(),
 		sessions: newSessionTable(),
 		stop:     stop,
+		exiting:  make(chan struct{}),
 	}
+	s.oom = newOOMKiller(s, cfg.MemoryLimit)
 	s.services = newServices(s, loadServices(cfg.ServicesDir, cfg.Log))
 
 	// Before anything can start: Go's default for SIGTERM is to exit.
@@ -115,8 +125,10 @@ func Run(ctx context.Context, cfg Config) error {
 	s.log.Info("cairn-init started", "version", cfg.Version, "pid", os.Getpid(), "socket", cfg.SocketPath)
 	s.services.start()
 	loops.Go(func() { s.dialLoop(ctx) })
+	loops.Go(func() { s.oom.run(ctx) })
 
 	<-ctx.Done()
+	s.exit(false)
 	loops.Wait()
 	// Nobody can re-attach an exec any more: hang them up now.
 	s.sessions.endAll()

@@ -53,7 +53,10 @@ func (s *server) handle(st *yamux.Stream) {
 			return
 		}
 		s.reply(st, api.AgentResult{OK: true})
+	case api.AgentOpEvents:
+		s.serveEvents(st)
 	case api.AgentOpShutdown:
+		s.exit(false)
 		grace := time.Duration(req.GraceMS) * time.Millisecond
 		s.log.Info("shutdown requested", "grace", grace)
 		s.terminate(grace)

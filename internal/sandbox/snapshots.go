@@ -23,15 +23,26 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if req.AutoCheckpoint == "" {
-		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint")
+	if req.AutoCheckpoint == "" && req.Restart == "" {
+		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint or --restart")
 	}
-	every, err := parseInterval(req.AutoCheckpoint)
-	if err != nil {
-		return api.Sandbox{}, err
+	if req.AutoCheckpoint != "" {
+		every, err := parseInterval(req.AutoCheckpoint)
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		if err := m.cfg.Store.SetAutoCheckpoint(ctx, sb.ID, every); err != nil {
+			return api.Sandbox{}, err
+		}
 	}
-	if err := m.cfg.Store.SetAutoCheckpoint(ctx, sb.ID, every); err != nil {
-		return api.Sandbox{}, err
+	if req.Restart != "" {
+		p, err := parseRestart(req.Restart)
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		if err := m.cfg.Store.SetRestartPolicy(ctx, sb.ID, p); err != nil {
+			return api.Sandbox{}, err
+		}
 	}
 	return m.cfg.Catalog.Get(ctx, account, name)
 }

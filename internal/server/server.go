@@ -103,7 +103,7 @@ func statusOf(code string) int {
 		return http.StatusUnprocessableEntity
 	case api.CodeDiskLimit:
 		return http.StatusInsufficientStorage
-	case api.CodeAgentUnreachable:
+	case api.CodeAgentUnreachable, api.CodeSandboxDown:
 		return http.StatusServiceUnavailable
 	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
 		return http.StatusInternalServerError
