@@ -21,7 +21,34 @@ const (
 	AgentOpLogs     = "logs"     // reply: LogsReply, then that many bytes of the service's log
 	AgentOpHostname = "hostname" // reply: AgentResult once the hostname is Hostname
 	AgentOpRekey    = "rekey"    // reply: AgentResult once cairn-init proves itself with Key from then on
+	AgentOpEvents   = "events"   // reply: AgentResult; then one AgentEvent line per event as it happens
 )
+
+// AgentEvent is one line of the events op: something cairnd should know.
+type AgentEvent struct {
+	Kind    string   `json:"kind"`               // one of the AgentEvent… constants
+	OOMKill *OOMKill `json:"oom_kill,omitempty"` // for AgentEventOOMKill
+}
+
+// Kinds of AgentEvent.
+const (
+	// AgentEventOOMKill: the guest ran out of memory and cairn-init killed
+	// a process (the last kill is sent again on every new events stream).
+	AgentEventOOMKill = "oom_kill"
+	// AgentEventExiting: cairn-init ends by itself (SIGTERM from inside the
+	// sandbox), so the sandbox will stop.
+	AgentEventExiting = "exiting"
+)
+
+// OOMKill is a process cairn-init killed when the guest's memory ran out.
+type OOMKill struct {
+	PID        int       `json:"pid"`
+	Command    string    `json:"command"` // its comm, as the guest reports it: untrusted
+	RSSBytes   int64     `json:"rss_bytes"`
+	UsedBytes  int64     `json:"used_bytes"`  // guest memory in use when it was killed
+	LimitBytes int64     `json:"limit_bytes"` // the limit it reached
+	At         time.Time `json:"at"`
+}
 
 // AgentRequest is the header line cairnd writes first on every stream it
 // opens to cairn-init.

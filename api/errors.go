@@ -30,6 +30,7 @@ const (
 	CodeAgentUnreachable = "S07" // cairn-init inside the sandbox did not answer
 	CodeExecFailed       = "S08" // the command could not be started (not found, not executable)
 	CodeNoService        = "S09" // the sandbox defines no service with that name
+	CodeSandboxDown      = "S10" // the sandbox crashed, or its cairn-init is not connected
 
 	CodeNoImage          = "I01" // no image with that name
 	CodeImageBuildFailed = "I02" // building an image failed

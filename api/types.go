@@ -12,7 +12,24 @@ const (
 	StateDeleting  = "deleting"
 	StateError     = "error"
 	StateRestoring = "restoring"
+	// StateCrashed: the sandbox should run but its processes died without
+	// cairnd stopping them; LastCrash says why. Its restart policy decides
+	// whether cairnd starts it again.
+	StateCrashed = "crashed"
 )
+
+// Restart policies of a sandbox (Sandbox.Restart, --restart).
+const (
+	RestartOnFailure = "on-failure" // the default: start it again after a crash, with backoff and a limit
+	RestartAlways    = "always"     // also when it ended by itself (its init exited)
+	RestartNo        = "no"         // a sandbox that died stays crashed
+)
+
+// SandboxEvent is something that happened to a sandbox, and when.
+type SandboxEvent struct {
+	What string    `json:"what"`
+	At   time.Time `json:"at"`
+}
 
 // Sandbox is an isolated Linux environment: an image, a writable layer and
 // processes.
@@ -65,6 +82,13 @@ type Sandbox struct {
 	// AutoCheckpointNote says why the last automatic checkpoint was skipped
 	// (for instance the disk limit); empty when it was not.
 	AutoCheckpointNote string `json:"auto_checkpoint_note,omitempty"`
+	// Restart is its restart policy (one of the Restart… constants).
+	Restart string `json:"restart,omitempty"`
+	// LastCrash is why and when it last died; kept after it runs again.
+	LastCrash *SandboxEvent `json:"last_crash,omitempty"`
+	// LastOOMKill is the last process its memory limit killed inside it
+	// ("pid 42 (python3), 380 MiB resident"), and when.
+	LastOOMKill *SandboxEvent `json:"last_oom_kill,omitempty"`
 	// Inside is what processes inside may create through /.cairn/api.sock.
 	Inside InsideSettings `json:"inside"`
 }
@@ -144,6 +168,8 @@ type CreateSandboxRequest struct {
 	// Inside is what processes inside may create (default: disk
 	// checkpoints only, 10 a minute, the newest 20 kept).
 	Inside *InsideChange `json:"inside,omitempty"`
+	// Restart is the restart policy: "on-failure" (default), "always", "no".
+	Restart string `json:"restart,omitempty"`
 }
 
 // ConfigureSandboxRequest is the body of PATCH /v1/sandboxes/{name}; unset
@@ -151,6 +177,7 @@ type CreateSandboxRequest struct {
 type ConfigureSandboxRequest struct {
 	AutoCheckpoint string        `json:"auto_checkpoint,omitempty"`
 	Inside         *InsideChange `json:"inside,omitempty"`
+	Restart        string        `json:"restart,omitempty"`
 }
 
 // Image is a read-only root file system sandboxes start from.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +45,10 @@ func main() {
 		Env:        os.Environ(), // from the sandbox spec
 		Version:    version,
 		Log:        log,
+	}
+	// The sandbox's memory limit, for the OOM killer (see initd/oom.go).
+	if v, err := strconv.ParseInt(os.Getenv("CAIRN_MEMORY_LIMIT"), 10, 64); err == nil && v > 0 {
+		cfg.MemoryLimit = v
 	}
 	if cfg.IsInit {
 		// cairn-init keeps CAP_SYS_ADMIN for itself (to give a copy resumed

@@ -27,6 +27,13 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	out.AutoCheckpointSeconds = int64(sb.AutoCheckpoint / time.Second)
 	out.Inside = api.InsideSettings{Memory: sb.Inside.Memory, Names: sb.Inside.Names,
 		CheckpointsPerMinute: sb.Inside.PerMinute, CheckpointsKept: sb.Inside.Keep}
+	out.Restart = string(sb.Restart)
+	if sb.LastCrash.What != "" {
+		out.LastCrash = &api.SandboxEvent{What: sb.LastCrash.What, At: sb.LastCrash.At}
+	}
+	if sb.LastOOMKill.What != "" {
+		out.LastOOMKill = &api.SandboxEvent{What: sb.LastOOMKill.What, At: sb.LastOOMKill.At}
+	}
 	if last, err := c.cfg.Store.LatestCheckpoint(ctx, sb.ID); err == nil {
 		out.LastCheckpointAt = &last.CreatedAt
 	}

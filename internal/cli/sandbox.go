@@ -23,6 +23,7 @@ type createOptions struct {
 	Disk           string // size, e.g. "20G"; "" for the daemon's default
 	AutoCheckpoint string // interval, e.g. "15m"; "" for the daemon's default
 	Inside         *api.InsideChange
+	Restart        string // restart policy; "" for on-failure
 }
 
 func newCreateCommand(g *globalOptions) *cobra.Command {
@@ -50,11 +51,19 @@ restore as a new sandbox has the size of the original.
 its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h (default 5m). Automatic
 checkpoints cannot be switched off; "cairn config" changes the interval.
+--memory is what the sandbox's kernel sees as its memory: a process that
+takes more is killed inside (exit 137; "cairn info" shows the last such
+kill) and the sandbox lives on.
+--restart says what cairnd does when the sandbox dies (its processes
+killed on the host, out of host memory): on-failure (default) starts it
+again from its disk after 1 s, 2 s, 4 s, 8 s, 16 s, at most 5 times in 10
+minutes; always does so also when it ended by itself (kill 1 inside); no
+leaves it crashed. "cairn config" changes it.
 
 ` + insideHelp + ` "cairn config" changes them too.`,
 		Example: `  cairn create web
   cairn create dev --image debian --cpus 2 --memory 2G --disk 20G
-  cairn create agent --auto-checkpoint 15m
+  cairn create agent --auto-checkpoint 15m --restart no
   cairn create agent --inside-memory --inside-rate 2 --inside-keep 10`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,6 +79,7 @@ checkpoints cannot be switched off; "cairn config" changes the interval.
 	boundedSizeVar(f, &opts.Memory, "memory", api.MinMemoryBytes, api.MaxMemoryBytes, "memory limit, e.g. 512M, 2G; 64M to the host's RAM (default: no limit)")
 	boundedSizeVar(f, &opts.Disk, "disk", api.MinDiskBytes, api.MaxDiskBytes, "disk size, the image's files included, e.g. 20G; 64M to the pool's size (default: cairnd's --default-disk)")
 	boundedDurationVar(f, &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
+	f.StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no (default on-failure)")
 	return cmd
 }
 
@@ -83,6 +93,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		Disk:           opts.Disk,
 		AutoCheckpoint: opts.AutoCheckpoint,
 		Inside:         opts.Inside,
+		Restart:        opts.Restart,
 	})
 	if err != nil {
 		return err
@@ -211,10 +222,21 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("source checkpoint", orDash(sb.SourceCheckpoint))
 	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
 	t.Row("from inside", formatInside(sb.Inside))
+	t.Row("restart", orDash(sb.Restart))
+	t.Row("last crash", formatEvent(g.now(), sb.LastCrash))
+	t.Row("last OOM kill", formatEvent(g.now(), sb.LastOOMKill))
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
 	return t.Flush()
+}
+
+// formatEvent renders a sandbox event: "3 min ago: WHAT", "-" for none.
+func formatEvent(now time.Time, ev *api.SandboxEvent) string {
+	if ev == nil {
+		return "-"
+	}
+	return formatTime(now, ev.At) + ": " + ev.What
 }
 
 // formatNextStart says what "cairn start" will do with a stopped sandbox:
@@ -304,6 +326,9 @@ func runStatus(ctx context.Context, opts statusOptions, g *globalOptions) error 
 	}
 	g.printf("%s  %s  (image %s)\n", sb.Name, sb.State, sb.Image)
 	t := newTable(g.stdout)
+	if sb.State == api.StateCrashed {
+		t.Row("crashed", formatEvent(g.now(), sb.LastCrash))
+	}
 	t.Row("checkpoints", formatCheckpointStatus(g.now(), sb))
 	if sb.AutoCheckpointNote != "" {
 		t.Row("note", sb.AutoCheckpointNote)
@@ -346,13 +371,14 @@ type configOptions struct {
 	Name           string
 	AutoCheckpoint string // new interval of automatic checkpoints, e.g. "15m"
 	Inside         *api.InsideChange
+	Restart        string // new restart policy
 }
 
 func newConfigCommand(g *globalOptions) *cobra.Command {
 	var opts configOptions
 	var inside insideFlags
 	cmd := &cobra.Command{
-		Use:   "config NAME [--auto-checkpoint DURATION] [--inside-…]",
+		Use:   "config NAME [--auto-checkpoint DURATION] [--restart POLICY] [--inside-…]",
 		Short: "Change a sandbox's settings",
 		Long: `Change settings of sandbox NAME; settings not given stay as they are, and
 at least one must be given.
@@ -362,25 +388,30 @@ its own, and only when the disk changed since the last checkpoint: a
 duration from 60s to 24h such as 90s, 15m or 1h. Automatic checkpoints
 cannot be switched off. The sandbox need not be running.
 
+--restart sets what cairnd does when the sandbox dies: on-failure, always
+or no (see "cairn create --help").
+
 ` + insideHelp + ` A change applies to the next request from inside.
 
 --json prints the sandbox.`,
 		Example: `  cairn config web --auto-checkpoint 15m
   cairn config web --auto-checkpoint 1h --json
+  cairn config web --restart no
   cairn config agent --inside-names --inside-rate 1
   cairn config agent --inside-memory=false`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Inside = inside.change(cmd.Flags())
-			if opts.AutoCheckpoint == "" && opts.Inside == nil {
-				return usageErrorf("nothing to change: give --auto-checkpoint DURATION or an --inside-… flag")
+			if opts.AutoCheckpoint == "" && opts.Restart == "" && opts.Inside == nil {
+				return usageErrorf("nothing to change: give --auto-checkpoint DURATION, --restart POLICY or an --inside-… flag")
 			}
 			return runConfig(cmd.Context(), opts, g)
 		},
 	}
 	inside.register(cmd.Flags())
 	boundedDurationVar(cmd.Flags(), &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
+	cmd.Flags().StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no")
 	return cmd
 }
 
@@ -388,12 +419,17 @@ func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error 
 	sb, err := g.client().ConfigureSandbox(ctx, opts.Name, api.ConfigureSandboxRequest{
 		AutoCheckpoint: opts.AutoCheckpoint,
 		Inside:         opts.Inside,
+		Restart:        opts.Restart,
 	})
 	if err != nil {
 		return err
 	}
 	if g.JSON {
 		return g.printJSON(sb)
+	}
+	if opts.AutoCheckpoint == "" {
+		g.printf("Sandbox %s: restart %s\n", opts.Name, sb.Restart)
+		return nil
 	}
 	every := formatAutoCheckpoint(sb.AutoCheckpointSeconds)
 	if every == "" {

@@ -72,3 +72,34 @@ const (
 // ErrNotExist is wrapped by a runtime's errors about a container it does
 // not know.
 var ErrNotExist = errors.New("container does not exist")
+
+// Memory limits. A sandbox's memory limit (Options.MemoryBytes) is what
+// its guest kernel is told it has (MemTotal inside) and what cairn-init's
+// OOM killer holds the guest's processes to. The host cgroup that holds
+// the sandbox's processes (the gVisor sentry and gofer) gets more: the
+// sentry's own memory (≈ 15 MB of RSS and ≈ 8 MB of page cache measured
+// idle, flat up to 500 MiB of guest memory), what the guest can allocate
+// while the OOM killer reacts (it looks every 10 ms near the limit; at the
+// 0.5-2 GB/s a guest fills memory here, 5-40 MB), and guest memory that
+// was freed but that the sentry returns to the host lazily (≈ 1 s
+// measured). So the headroom is 64 MiB plus an eighth of the limit: past
+// it, the host kills the whole sandbox, which then counts as crashed.
+
+// HostMemoryLimit returns the limit of the host cgroup of a sandbox whose
+// memory limit is guest bytes (0: none, and none on the host either).
+func HostMemoryLimit(guest int64) int64 {
+	if guest <= 0 {
+		return 0
+	}
+	return guest + MemoryHeadroom(guest)
+}
+
+// MemoryHeadroom is what the host cgroup allows above a guest limit of
+// guest bytes (see above).
+func MemoryHeadroom(guest int64) int64 { return 64<<20 + guest/8 }
+
+// ShmSize is the size of /dev/shm (a tmpfs) in a sandbox with memory limit
+// guest: half of it, as Linux sizes tmpfs by default. gVisor would size it
+// after the host's memory instead, and a guest could fill its whole limit
+// with files no OOM kill frees.
+func ShmSize(guest int64) int64 { return guest / 2 }

@@ -36,7 +36,7 @@ func readRequest(r io.Reader) (api.AgentRequest, error) {
 // bounds, so that the handler of each op gets a request it can serve.
 func checkRequest(req api.AgentRequest) error {
 	switch req.Op {
-	case api.AgentOpPing, api.AgentOpSync, api.AgentOpServices:
+	case api.AgentOpPing, api.AgentOpSync, api.AgentOpServices, api.AgentOpEvents:
 	case api.AgentOpExec:
 		if req.Exec == nil {
 			return errors.New("exec: no exec request")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +45,9 @@ type Config struct {
 	// ExecBuffer is how many bytes of its output an attached exec keeps
 	// until cairnd acknowledges them; default DefaultExecBuffer.
 	ExecBuffer int
+	// MemoryLimit is the sandbox's memory limit in bytes, which the OOM
+	// killer (oom.go) holds the guest to with MemTotal; 0: MemTotal alone.
+	MemoryLimit int64
 }
 
 // server is one running cairn-init.
@@ -58,8 +62,12 @@ type server struct {
 	stop     context.CancelFunc // ends Run
 	wg       sync.WaitGroup     // stream handlers
 
-	keyMu sync.Mutex
-	key   agentauth.Key // Config.Key, until cairnd re-keys it
+	keyMu    sync.Mutex
+	key      agentauth.Key // Config.Key, until cairnd re-keys it
+	oom      *oomKiller
+	exiting  chan struct{} // closed when cairn-init ends (see exit)
+	exitOnce sync.Once
+	selfExit atomic.Bool // it ends by itself, not at cairnd's request
 }
 
 // Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx
@@ -107,7 +115,9 @@ func Run(ctx context.Context, cfg Config) error {
 		sessions: newSessionTable(),
 		stop:     stop,
 		key:      cfg.Key,
+		exiting:  make(chan struct{}),
 	}
+	s.oom = newOOMKiller(s, cfg.MemoryLimit)
 	s.services = newServices(s, loadServices(cfg.ServicesDir, cfg.Log))
 
 	// Before anything can start: Go's default for SIGTERM is to exit.
@@ -122,8 +132,10 @@ func Run(ctx context.Context, cfg Config) error {
 	s.log.Info("cairn-init started", "version", cfg.Version, "pid", os.Getpid(), "socket", cfg.SocketPath)
 	s.services.start()
 	loops.Go(func() { s.dialLoop(ctx) })
+	loops.Go(func() { s.oom.run(ctx) })
 
 	<-ctx.Done()
+	s.exit(false)
 	loops.Wait()
 	// Nobody can re-attach an exec any more: hang them up now.
 	s.sessions.endAll()

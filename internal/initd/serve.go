@@ -64,7 +64,10 @@ func (s *server) handle(st *yamux.Stream) {
 		s.key = key
 		s.keyMu.Unlock()
 		s.reply(st, api.AgentResult{OK: true})
+	case api.AgentOpEvents:
+		s.serveEvents(st)
 	case api.AgentOpShutdown:
+		s.exit(false)
 		grace := time.Duration(req.GraceMS) * time.Millisecond
 		s.log.Info("shutdown requested", "grace", grace)
 		s.terminate(grace)

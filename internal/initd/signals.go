@@ -22,6 +22,7 @@ func (s *server) forwardSignals(ctx context.Context, sigs <-chan os.Signal) {
 			sig := got.(unix.Signal)
 			s.log.Info("signal received", "signal", unix.SignalName(sig))
 			if sig == unix.SIGTERM {
+				s.exit(true) // cairnd stops a sandbox through the shutdown op
 				s.terminate(s.cfg.TermGrace)
 				s.stop()
 				return

@@ -66,11 +66,42 @@ type SandboxState string
 const (
 	SandboxStopped SandboxState = "stopped"
 	SandboxRunning SandboxState = "running"
+	// SandboxCrashed: it should run, but its processes died without cairnd
+	// stopping it (Sandbox.LastCrash says why); its restart policy decides
+	// whether cairnd starts it again.
+	SandboxCrashed SandboxState = "crashed"
 )
 
 // Valid reports whether s is one of the known states.
 func (s SandboxState) Valid() bool {
-	return s == SandboxStopped || s == SandboxRunning
+	return s == SandboxStopped || s == SandboxRunning || s == SandboxCrashed
+}
+
+// RestartPolicy says what cairnd does when a sandbox dies.
+type RestartPolicy string
+
+// Restart policies.
+const (
+	// RestartOnFailure (the default) starts a sandbox that crashed again
+	// from its disk, with backoff and a limit.
+	RestartOnFailure RestartPolicy = "on-failure"
+	// RestartAlways does the same, also when the sandbox ended by itself
+	// (its cairn-init exited, e.g. `kill 1` inside).
+	RestartAlways RestartPolicy = "always"
+	// RestartNo leaves a sandbox that died crashed.
+	RestartNo RestartPolicy = "no"
+)
+
+// Valid reports whether p is one of the known policies ("" is not).
+func (p RestartPolicy) Valid() bool {
+	return p == RestartOnFailure || p == RestartAlways || p == RestartNo
+}
+
+// Event is something that happened to a sandbox, and when; the zero value
+// is none.
+type Event struct {
+	What string
+	At   time.Time
 }
 
 // DefaultAutoCheckpoint is the automatic checkpoint interval of a sandbox
@@ -126,6 +157,14 @@ type Sandbox struct {
 	// Changed by SetResumeCheckpoint; cleared by DeleteCheckpoint when it
 	// deletes the checkpoint named here.
 	ResumeCheckpoint string
+	// Restart is its restart policy; "" given to CreateSandbox stores
+	// RestartOnFailure. Changed by SetRestartPolicy.
+	Restart RestartPolicy
+	// LastCrash is why and when the sandbox last died (set with the state
+	// by SetSandboxCrashed; kept after it runs again). LastOOMKill is the
+	// last process its memory limit killed inside it (SetLastOOMKill).
+	LastCrash   Event
+	LastOOMKill Event
 	// Inside is what processes inside may create through the sandbox's
 	// management socket: an operator's setting, changed by SetInsidePolicy.
 	// Stored as given (the zero value allows no checkpoint from inside);
@@ -185,6 +224,8 @@ func (sb Sandbox) Validate() error {
 		return fmt.Errorf("invalid sandbox %s: negative memory %d", sb.ID, sb.MemoryBytes)
 	case sb.DiskBytes < 0:
 		return fmt.Errorf("invalid sandbox %s: negative disk size %d", sb.ID, sb.DiskBytes)
+	case sb.Restart != "" && !sb.Restart.Valid():
+		return fmt.Errorf("invalid sandbox %s: unknown restart policy %q", sb.ID, sb.Restart)
 	}
 	if _, err := AutoCheckpointSeconds(sb.AutoCheckpoint); err != nil {
 		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)
@@ -487,6 +528,19 @@ type Store interface {
 	// create and sets UpdatedAt to now. ErrNotFound if no sandbox has that
 	// id; a p that fails Validate is a plain error.
 	SetInsidePolicy(ctx context.Context, sandboxID string, p InsidePolicy) error
+	// SetSandboxCrashed records that the sandbox died: state
+	// SandboxCrashed, LastCrash {reason, at}, UpdatedAt now. ErrNotFound if
+	// no sandbox has that id.
+	SetSandboxCrashed(ctx context.Context, id, reason string, at time.Time) error
+	// SetRestartPolicy records p as the sandbox's restart policy and sets
+	// UpdatedAt to now; a policy that is not Valid is a plain error,
+	// ErrNotFound if no sandbox has that id.
+	SetRestartPolicy(ctx context.Context, id string, p RestartPolicy) error
+	// SetLastOOMKill records what the sandbox's memory limit last killed
+	// inside it, and when (LastOOMKill); it does not change UpdatedAt (it
+	// is no change of the sandbox's settings). ErrNotFound if no sandbox
+	// has that id.
+	SetLastOOMKill(ctx context.Context, id, process string, at time.Time) error
 	// DeleteSandbox removes the sandbox, or returns ErrNotFound if no
 	// sandbox has that id (so a second delete reports ErrNotFound). Its
 	// checkpoints stay: they are deleted one by one, with DeleteCheckpoint.

@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
@@ -32,6 +34,10 @@ type instance struct {
 	api       *http.Server // the management socket, /.cairn/api.sock
 	pid       int          // host pid of the runsc sandbox process
 	container string       // runsc container name (see container.go)
+	// unwatch ends the watch of its processes and events (watch.go); nil
+	// when not watched.
+	unwatch  context.CancelFunc
+	selfExit atomic.Bool // cairn-init said it ends by itself
 }
 
 // Live implements catalog.Live.

@@ -24,6 +24,17 @@ func (m *Manager) IntervalCheckpoint(ctx context.Context, sb metadata.Sandbox) e
 		return err
 	}
 	defer m.ex.release(l)
+	// A crashed sandbox, or one whose cairn-init is away, is skipped
+	// quietly: its disk is checkpointed when it stops or is deleted, and
+	// the tick after it runs again.
+	if cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID); err == nil && cur.State == metadata.SandboxCrashed {
+		m.cfg.Instances.note(sb.ID, "interval checkpoint skipped: the sandbox crashed")
+		return nil
+	}
+	if inst := m.cfg.Instances.get(sb.ID); inst != nil && !inst.agent.Connected() {
+		m.cfg.Instances.note(sb.ID, "interval checkpoint skipped: cairn-init not connected")
+		return nil
+	}
 	op := m.cfg.Ops.Start("checkpoint.auto", "sandbox/"+sb.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		ck, _, err := m.checkpoint(ctx, sb, checkpointOpts{Trigger: api.TriggerInterval}, op)
 		m.noteAuto(sb.ID, api.TriggerInterval, err)

@@ -46,6 +46,10 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
+	restart, err := parseRestart(req.Restart)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
@@ -56,7 +60,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
 		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory, AutoCheckpoint: every,
-		Inside: inside, DiskBytes: disk,
+		Inside: inside, DiskBytes: disk, Restart: restart,
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
@@ -130,6 +134,7 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		m.ex.release(l)
 		return nil, errdefs.New(api.CodeAlreadyRunning, "sandbox %s is already running", name)
 	}
+	m.forgetRestarts(sb.ID) // a user's start: the count of restarts after crashes begins again
 	return m.lifecycleOp("sandbox.start", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		mem := ""
 		if sb.ResumeCheckpoint != "" {
@@ -164,6 +169,20 @@ func (m *Manager) Stop(ctx context.Context, account, name string, req api.StopRe
 	sb, l, err := m.ex.acquire(ctx, account, name, api.StateStopping)
 	if err != nil {
 		return nil, err
+	}
+	if sb.State == metadata.SandboxCrashed && !req.Snapshot {
+		// Nothing runs any more: it only becomes stopped, with the stop
+		// checkpoint of its disk.
+		m.forgetRestarts(sb.ID)
+		return m.lifecycleOp("sandbox.stop", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
+			op.Step(api.PhaseStop, "Sandbox %s had crashed; marking it stopped", name)
+			if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped); err != nil {
+				return nil, err
+			}
+			sb.State = metadata.SandboxStopped
+			m.autoCheckpoint(ctx, sb, api.TriggerStop, op)
+			return m.cfg.Catalog.Get(ctx, account, name)
+		}), nil
 	}
 	if sb.State != metadata.SandboxRunning {
 		m.ex.release(l)
@@ -219,6 +238,7 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 				return nil, err
 			}
 		}
+		m.forgetRestarts(sb.ID)
 		op.Step(api.PhaseStart, "Starting sandbox %s", name)
 		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
 		if err := m.run.startContainer(ctx, sb, ""); err != nil {
@@ -259,6 +279,7 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 		if err := m.removeFiles(ctx, sb.ID); err != nil {
 			return nil, err
 		}
+		m.forgetRestarts(sb.ID)
 		slog.Info("sandbox deleted", "name", name, "id", sb.ID)
 		return map[string]string{"deleted": name}, nil
 	}), nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,6 +48,10 @@ type Runtime interface {
 	Delete(ctx context.Context, id string) error
 	// List returns the ids of every container.
 	List(ctx context.Context) ([]string, error)
+	// Watch reports the death of a container's processes at once: one
+	// line saying which ended and how, then the channel closes; the end
+	// of ctx stops it (closed without a line).
+	Watch(ctx context.Context, id string) (<-chan string, error)
 }
 
 // Timeouts of lifecycle steps.
@@ -97,6 +102,9 @@ type Manager struct {
 	run *runner    // containers
 	// insideRate counts the checkpoints asked for from inside sandboxes.
 	insideRate insideRate
+
+	mu       sync.Mutex
+	restarts map[string][]time.Time // by sandbox id: its restarts after crashes (see crash.go)
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
@@ -115,7 +123,10 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	ex := &exclusion{cfg: cfg}
-	return &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}}, nil
+	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}}
+	m.run.died = m.sandboxDied
+	m.run.oomKilled = m.recordOOMKill
+	return m, nil
 }
 
 // installBinary copies an in-sandbox binary (cairn-init, cairn-env) into

@@ -47,10 +47,10 @@ func (m *recovery) recover(ctx context.Context) error {
 			// One sandbox that cannot be taken over must not keep
 			// cairnd (and every other sandbox) down: its container goes,
 			// and it starts again from its disk if it should run.
-			slog.Error("recover: cannot take over the sandbox's container; starting it again from its disk", "sandbox", sb.Name, "err", err)
+			slog.Error("recover: cannot take over the sandbox's container", "sandbox", sb.Name, "err", err)
 			logErr("recover: delete container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
-			if sb.State == metadata.SandboxRunning {
-				m.restartInBackground(sb)
+			if sb.State != metadata.SandboxStopped {
+				m.foundDead(ctx, sb, "cairnd could not take over its container when it started: "+err.Error())
 			}
 		}
 	}
@@ -76,11 +76,33 @@ func (m *recovery) recoverOne(ctx context.Context, sb metadata.Sandbox, name str
 	case st == container.Running:
 		return m.adopt(ctx, sb, name, pid)
 	case sb.State == metadata.SandboxRunning:
-		m.restartInBackground(sb)
+		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
+		m.foundDead(ctx, sb, "it was not running when cairnd started (the host restarted, or it died while cairnd was down)")
+	case sb.State == metadata.SandboxCrashed:
+		// It crashed before cairnd stopped; its restart policy applies
+		// again, with a fresh count.
+		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
+		if sb.Restart != metadata.RestartNo {
+			m.restartInBackground(sb)
+		}
 	default:
 		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
 	}
 	return nil
+}
+
+// foundDead marks a sandbox that should run and does not crashed, for
+// reason, and applies its restart policy: but for `no`, it starts again
+// from its disk now (in the background), as after a host reboot.
+func (m *recovery) foundDead(ctx context.Context, sb metadata.Sandbox, reason string) {
+	slog.Warn("recover: the sandbox is dead", "sandbox", sb.Name, "reason", reason, "restart", sb.Restart)
+	if err := m.cfg.Store.SetSandboxCrashed(ctx, sb.ID, reason, m.cfg.Now()); err != nil {
+		logErr("recover: mark crashed", err, "sandbox", sb.Name)
+		return
+	}
+	if sb.Restart != metadata.RestartNo {
+		m.restartInBackground(sb)
+	}
 }
 
 // adopt takes over a running container: the agent socket is opened again
@@ -97,6 +119,7 @@ func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, 
 	}
 	inst.pid, inst.container = pid, name
 	m.cfg.Instances.put(sb.ID, inst)
+	m.run.watch(sb, inst)
 	if sb.State != metadata.SandboxRunning {
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
 			return err
@@ -154,9 +177,11 @@ func (m *recovery) checkAdopted(sb metadata.Sandbox, inst *instance) {
 		return
 	}
 	if err := m.run.startContainer(ctx, sb, ""); err != nil {
-		slog.Error("recover: start failed; marking stopped", "sandbox", sb.Name, "err", err)
-		logErr("recover: mark stopped", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxStopped))
+		slog.Error("recover: start failed; marking crashed", "sandbox", sb.Name, "err", err)
+		logErr("recover: mark crashed", m.cfg.Store.SetSandboxCrashed(ctx, sb.ID, "its cairn-init did not dial back after cairnd started, and starting it again failed: "+err.Error(), m.cfg.Now()))
+		return
 	}
+	logErr("recover: mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
 }
 
 // restartInBackground starts a sandbox that should run; execs wait for it.
@@ -168,10 +193,13 @@ func (m *recovery) restartInBackground(sb metadata.Sandbox) {
 	go func() {
 		defer m.ex.release(l)
 		slog.Info("recover: starting sandbox that should be running", "sandbox", sb.Name)
-		if err := m.run.startContainer(context.Background(), sb, ""); err != nil {
-			slog.Error("recover: start failed; marking stopped", "sandbox", sb.Name, "err", err)
-			logErr("recover: mark stopped", m.cfg.Store.SetSandboxState(context.Background(), sb.ID, metadata.SandboxStopped))
+		ctx := context.Background()
+		if err := m.run.startContainer(ctx, sb, ""); err != nil {
+			slog.Error("recover: start failed; marking crashed", "sandbox", sb.Name, "err", err)
+			logErr("recover: mark crashed", m.cfg.Store.SetSandboxCrashed(ctx, sb.ID, "starting it again when cairnd started failed: "+err.Error(), m.cfg.Now()))
+			return
 		}
+		logErr("recover: mark running", m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning))
 	}()
 }
 

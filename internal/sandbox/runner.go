@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,10 @@ type runner struct {
 	// retirements waits for the containers being removed in the
 	// background (see retireContainer).
 	retirements sync.WaitGroup
+	// died and oomKilled are told what the watch of an instance sees
+	// (watch.go): the manager's crash handling.
+	died      func(sb metadata.Sandbox, inst *instance, reason string)
+	oomKilled func(sb metadata.Sandbox, kill api.OOMKill)
 }
 
 // detach takes sandbox id's instance out of the live ones and returns it
@@ -125,7 +130,8 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		Hostname: sb.Name,
 		Root:     r.cfg.Pool.SandboxPath(sb.ID),
 		Args:     []string{"/.cairn/bin/cairn-init"},
-		Env:      []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CAIRN_SANDBOX=" + sb.Name},
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CAIRN_SANDBOX=" + sb.Name,
+			"CAIRN_MEMORY_LIMIT=" + strconv.FormatInt(sb.MemoryBytes, 10)}, // for cairn-init's OOM killer
 		Mounts: []container.Mount{
 			{Source: filepath.Join(dir, "dotcairn"), Destination: "/.cairn", ReadOnly: true},
 			{Source: filepath.Join(r.cfg.DataDir, "bin"), Destination: "/.cairn/bin", ReadOnly: true},
@@ -171,6 +177,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		"runsc", launched.Sub(t0).Round(time.Millisecond), "agent", time.Since(launched).Round(time.Millisecond))
 	inst.pid, inst.container = pid, name
 	r.cfg.Instances.put(sb.ID, inst)
+	r.watch(sb, inst)
 	undo.Success()
 	return nil
 }
@@ -215,7 +222,9 @@ func (r *runner) stopContainer(ctx context.Context, sb metadata.Sandbox) error {
 }
 
 // waitReady returns the agent of a running sandbox, waiting while a
-// lifecycle operation (start, restart, later restore) is in progress.
+// lifecycle operation (start, restart, later restore) is in progress. A
+// crashed sandbox, or one whose cairn-init stays unconnected for
+// agentConnectWait, fails at once with S10.
 func (r *runner) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Host, error) {
 	ctx, cancel := context.WithTimeout(ctx, execReadyTimeout)
 	defer cancel()
@@ -224,9 +233,28 @@ func (r *runner) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Hos
 		_, busy := r.cfg.Leases.BusyState(ctx, sb.ID)
 		if !busy {
 			if inst == nil {
+				if cur, err := r.cfg.Store.SandboxByID(ctx, sb.ID); err == nil && cur.State == metadata.SandboxCrashed {
+					return nil, r.downError(ctx, sb)
+				}
 				return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running (start it with `cairn start %s`)", sb.Name, sb.Name)
 			}
-			return inst.agent, nil
+			if inst.agent.Connected() {
+				return inst.agent, nil
+			}
+			// Right after a memory checkpoint cairn-init dials again
+			// within a second; one that stays away is down.
+			wctx, cancel := context.WithTimeout(ctx, agentConnectWait)
+			err := inst.agent.WaitConnected(wctx)
+			cancel()
+			switch {
+			case err == nil:
+				return inst.agent, nil
+			case errors.Is(err, agent.ErrClosed), r.cfg.Instances.get(sb.ID) != inst:
+				continue // it died or was replaced meanwhile: look again
+			case ctx.Err() != nil:
+				return nil, errdefs.Wrap(api.CodeSandboxBusy, ctx.Err(), "sandbox %s stayed busy", sb.Name)
+			}
+			return nil, r.downError(ctx, sb)
 		}
 		select {
 		case <-changed:
@@ -236,6 +264,10 @@ func (r *runner) waitReady(ctx context.Context, sb metadata.Sandbox) (*agent.Hos
 		}
 	}
 }
+
+// agentConnectWait is how long an exec waits for the cairn-init of a
+// running sandbox that is not connected before it fails with S10.
+const agentConnectWait = 10 * time.Second
 
 // openSockets opens a sandbox's two host sockets: the agent socket that
 // cairn-init dials, and the management socket that processes inside reach

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
@@ -25,9 +26,10 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if req.AutoCheckpoint == "" && req.Inside == nil {
-		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint or an --inside-… setting")
+	if req.AutoCheckpoint == "" && req.Inside == nil && req.Restart == "" {
+		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint, --restart or an --inside-… setting")
 	}
+	// Everything is checked before anything is changed.
 	var every time.Duration
 	if req.AutoCheckpoint != "" {
 		if every, err = parseInterval(req.AutoCheckpoint); err != nil {
@@ -38,8 +40,19 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	var restart metadata.RestartPolicy
+	if req.Restart != "" {
+		if restart, err = parseRestart(req.Restart); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
 	if req.AutoCheckpoint != "" {
 		if err := m.cfg.Store.SetAutoCheckpoint(ctx, sb.ID, every); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
+	if req.Restart != "" {
+		if err := m.cfg.Store.SetRestartPolicy(ctx, sb.ID, restart); err != nil {
 			return api.Sandbox{}, err
 		}
 	}

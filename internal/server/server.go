@@ -109,7 +109,7 @@ func statusOf(code string) int {
 		return http.StatusInsufficientStorage
 	case api.CodeTooManyRequests, api.CodeInsideQuota:
 		return http.StatusTooManyRequests
-	case api.CodeAgentUnreachable:
+	case api.CodeAgentUnreachable, api.CodeSandboxDown:
 		return http.StatusServiceUnavailable
 	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
 		return http.StatusInternalServerError

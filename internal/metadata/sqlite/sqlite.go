@@ -328,6 +328,7 @@ func scanAccount(row scanner) (metadata.Account, error) {
 
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
+	restart_policy, crash_reason, crashed_at, oom_process, oom_at,
 	` + insideColumns + `, disk_bytes`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
@@ -341,6 +342,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	}
 	autoSeconds, _ := metadata.AutoCheckpointSeconds(sb.AutoCheckpoint) // checked by Validate
 	sb.CreatedAt = s.stamp(sb.CreatedAt)
+	if sb.Restart == "" {
+		sb.Restart = metadata.RestartOnFailure
+	}
 	if sb.UpdatedAt.IsZero() {
 		sb.UpdatedAt = sb.CreatedAt
 	}
@@ -355,10 +359,12 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?)`,
 			append([]any{sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 				nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
-				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt)}, append(insideValues(sb.Inside), sb.DiskBytes)...)...)
+				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt),
+				string(sb.Restart), nullable(sb.LastCrash.What), nullableTime(sb.LastCrash.At),
+				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes)...)...)
 		return err
 	})
 	if err == nil {
@@ -454,14 +460,24 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 	out := []metadata.Sandbox{}
 	for rows.Next() {
 		var (
-			sb                       metadata.Sandbox
-			state                    string
-			parent, cur, src, resume sql.NullString
-			autoSeconds              int64
-			created, updated         string
+			sb                         metadata.Sandbox
+			state                      string
+			parent, cur, src, resume   sql.NullString
+			autoSeconds                int64
+			created, updated           string
+			restart                    string
+			crash, crashAt, oom, oomAt sql.NullString
 		)
 		if err := rows.Scan(append([]any{&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
-			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated}, append(insideDests(&sb.Inside), &sb.DiskBytes)...)...); err != nil {
+			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated,
+			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes)...)...); err != nil {
+			return nil, err
+		}
+		sb.Restart = metadata.RestartPolicy(restart)
+		if sb.LastCrash, err = scanEvent(crash, crashAt); err != nil {
+			return nil, err
+		}
+		if sb.LastOOMKill, err = scanEvent(oom, oomAt); err != nil {
 			return nil, err
 		}
 		sb.State, sb.ParentID = metadata.SandboxState(state), parent.String
@@ -572,6 +588,63 @@ func (s *Store) SetResumeCheckpoint(ctx context.Context, sandboxID, checkpointID
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// SetSandboxCrashed implements metadata.Store.
+func (s *Store) SetSandboxCrashed(ctx context.Context, id, reason string, at time.Time) error {
+	what := "metadata: mark sandbox " + id + " crashed"
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET state = ?, crash_reason = ?, crashed_at = ?, updated_at = ? WHERE id = ?`,
+		string(metadata.SandboxCrashed), reason, formatTime(s.stamp(at)), formatTime(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// SetRestartPolicy implements metadata.Store.
+func (s *Store) SetRestartPolicy(ctx context.Context, id string, p metadata.RestartPolicy) error {
+	what := fmt.Sprintf("metadata: set restart policy of sandbox %s to %q", id, p)
+	if !p.Valid() {
+		return fmt.Errorf("%s: unknown policy", what)
+	}
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET restart_policy = ?, updated_at = ? WHERE id = ?`,
+		string(p), formatTime(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// SetLastOOMKill implements metadata.Store.
+func (s *Store) SetLastOOMKill(ctx context.Context, id, process string, at time.Time) error {
+	what := "metadata: record an OOM kill in sandbox " + id
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET oom_process = ?, oom_at = ? WHERE id = ?`,
+		process, formatTime(s.stamp(at)), id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// nullableTime maps the zero time to NULL.
+func nullableTime(t time.Time) sql.NullString {
+	if t.IsZero() {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: formatTime(t), Valid: true}
+}
+
+// scanEvent reads an event kept as two nullable columns.
+func scanEvent(what, at sql.NullString) (metadata.Event, error) {
+	ev := metadata.Event{What: what.String}
+	if at.Valid {
+		t, err := parseTime(at.String)
+		if err != nil {
+			return ev, err
+		}
+		ev.At = t
+	}
+	return ev, nil
 }
 
 // DeleteSandbox implements metadata.Store.

@@ -78,6 +78,9 @@ func Run(t *testing.T, open OpenFunc) {
 		{"DeleteCheckpointClearsResume", testDeleteCheckpointClearsResume},
 		{"ResumeCheckpointConcurrentDelete", testResumeCheckpointConcurrentDelete},
 		{"ResumeCheckpointPersistence", testResumeCheckpointPersistence},
+		{"RestartPolicy", testRestartPolicy},
+		{"SandboxCrashed", testSandboxCrashed},
+		{"LastOOMKill", testLastOOMKill},
 		{"CheckpointOffsite", testCheckpointOffsite},
 		{"OffsiteDeletes", testOffsiteDeletes},
 		{"Leases", testLeases},
@@ -159,6 +162,7 @@ func newSandbox(id string, accountID int64, name string) metadata.Sandbox {
 		AutoCheckpoint: 15 * time.Minute,
 		Inside:         metadata.InsidePolicy{Memory: true, PerMinute: 3, Keep: 7},
 		DiskBytes:      8 << 30,
+		Restart:        metadata.RestartOnFailure,
 	}
 }
 
@@ -195,8 +199,13 @@ func sameSandbox(t *testing.T, what string, got, want metadata.Sandbox) {
 	checkUTC(t, what, got.CreatedAt, got.UpdatedAt)
 	g, w := got, want
 	g.CreatedAt, g.UpdatedAt, w.CreatedAt, w.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	g.LastCrash.At, g.LastOOMKill.At, w.LastCrash.At, w.LastOOMKill.At = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	if g != w {
 		t.Errorf("%s:\n got  %+v\n want %+v", what, g, w)
+	}
+	if !got.LastCrash.At.Equal(want.LastCrash.At) || !got.LastOOMKill.At.Equal(want.LastOOMKill.At) {
+		t.Errorf("%s: last crash at %v, last OOM kill at %v; want %v and %v", what,
+			got.LastCrash.At, got.LastOOMKill.At, want.LastCrash.At, want.LastOOMKill.At)
 	}
 	if !got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) {
 		t.Errorf("%s: times created %v updated %v, want %v and %v", what,

@@ -122,6 +122,12 @@ func openOwnProcess(pid int, name, id string) (int, error) {
 		}
 		return -1, err
 	}
+	if len(cmdline) == 0 {
+		// A zombie: it has exited, and nobody reaped it yet (its parent,
+		// runsc, is long gone; kill(2) still reaches it).
+		unix.Close(fd)
+		return -1, fmt.Errorf("process %d has exited: %w", pid, unix.ESRCH)
+	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	if args[0] != name || args[len(args)-1] != id {
 		unix.Close(fd)

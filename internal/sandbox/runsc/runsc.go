@@ -250,6 +250,9 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 	if err != nil {
 		return 0, fmt.Errorf("runsc %s: pid file: %w", verb, err)
 	}
+	if err := raiseMemoryLimit(spec); err != nil {
+		return 0, fmt.Errorf("runsc %s: %w", verb, err)
+	}
 	return pid, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/cairn-sandbox/cairn/internal/container"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -36,6 +37,10 @@ func oci(s Spec) *specs.Spec {
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs"},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 	}
+	if s.MemoryBytes > 0 {
+		mounts = append(mounts, specs.Mount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
+			Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(container.ShmSize(s.MemoryBytes), 10)}})
+	}
 	for _, m := range s.Mounts {
 		opts := []string{"rbind"}
 		if m.ReadOnly {
@@ -50,6 +55,9 @@ func oci(s Spec) *specs.Spec {
 		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
 	}
 	if s.MemoryBytes > 0 {
+		// runsc tells the guest kernel the cgroup's limit as its total
+		// memory, so the cgroup starts at the guest's limit; once the
+		// sandbox runs, raiseMemoryLimit gives it the sentry's headroom.
 		limit := s.MemoryBytes
 		res.Memory = &specs.LinuxMemory{Limit: &limit}
 	}
