@@ -427,16 +427,15 @@ func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error 
 	if g.JSON {
 		return g.printJSON(sb)
 	}
-	if opts.AutoCheckpoint == "" {
-		g.printf("Sandbox %s: restart %s\n", opts.Name, sb.Restart)
-		return nil
-	}
-	every := formatAutoCheckpoint(sb.AutoCheckpointSeconds)
-	if every == "" {
-		every = "every " + opts.AutoCheckpoint + " when the disk changed"
-	}
 	if opts.AutoCheckpoint != "" {
+		every := formatAutoCheckpoint(sb.AutoCheckpointSeconds)
+		if every == "" {
+			every = "every " + opts.AutoCheckpoint + " when the disk changed"
+		}
 		g.printf("Sandbox %s: automatic checkpoints %s\n", opts.Name, every)
+	}
+	if opts.Restart != "" {
+		g.printf("Sandbox %s: restart %s\n", opts.Name, sb.Restart)
 	}
 	if opts.Inside != nil {
 		g.printf("Sandbox %s: from inside: %s\n", opts.Name, formatInside(sb.Inside))
