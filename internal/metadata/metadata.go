@@ -270,7 +270,8 @@ type Checkpoint struct {
 	// has one. Unique like DiskPath.
 	MemoryPath string
 	// FromInside is true for a checkpoint asked for by a process inside
-	// the sandbox (through its management socket); set at create.
+	// the sandbox (through its management socket); set at create, cleared
+	// when the operator keeps it (KeepCheckpoint).
 	FromInside bool
 	CreatedAt  time.Time
 }
