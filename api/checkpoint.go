@@ -50,7 +50,9 @@ type Checkpoint struct {
 	// copies are disabled.
 	OffsiteDetail *OffsiteDetail `json:"offsite_detail,omitempty"`
 	// FromInside is true when a process inside the sandbox asked for it
-	// (through /.cairn/api.sock).
+	// (through /.cairn/api.sock) and the operator has not kept it (POST
+	// …/checkpoints/{id}/keep makes it false): such unnamed ones may be
+	// deleted beyond the sandbox's checkpoints_kept.
 	FromInside bool `json:"from_inside,omitempty"`
 	// PausedMS is how long the sandbox was paused to take it (only in the
 	// answer to the create request).

@@ -59,6 +59,14 @@ func (c *Client) DeleteCheckpoint(ctx context.Context, name, id string) error {
 	return c.do(ctx, "DELETE", sandboxPath(name)+"/checkpoints/"+url.PathEscape(id), nil, nil)
 }
 
+// KeepCheckpoint makes a checkpoint made from inside the sandbox one the
+// operator keeps: it no longer counts toward the sandbox's --inside-keep
+// and is never deleted for it. It returns the checkpoint.
+func (c *Client) KeepCheckpoint(ctx context.Context, name, id string) (api.Checkpoint, error) {
+	var out api.Checkpoint
+	return out, c.do(ctx, "POST", sandboxPath(name)+"/checkpoints/"+url.PathEscape(id)+"/keep", nil, &out)
+}
+
 // RestoreCheckpoint restores a checkpoint in place (or, with req.As, into a
 // new sandbox). The operation's result is the sandbox.
 func (c *Client) RestoreCheckpoint(ctx context.Context, name, id string, req api.RestoreRequest) (api.Operation, error) {

@@ -154,22 +154,88 @@ func (c *Catalog) DeleteCheckpoint(ctx context.Context, account, name, ref strin
 	return c.deleteCheckpoint(ctx, ck)
 }
 
+// KeepCheckpoint makes checkpoint ref of the sandbox called name one the
+// operator keeps: made from inside, it no longer counts toward the
+// sandbox's --inside-keep and is never deleted for it. Keeping any other
+// checkpoint changes nothing. It returns the checkpoint as it now is.
+func (c *Catalog) KeepCheckpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error) {
+	_, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	ck, err := c.findCheckpoint(ctx, sb, ref)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	if ck.FromInside {
+		// Under the sandbox's lease, as pruning deletes: a prune that
+		// chose ck before it was kept reads it again and spares it.
+		l, err := c.queue(ctx, sb, lease.PurposeCheckpoint)
+		if err != nil {
+			return api.Checkpoint{}, err
+		}
+		err = c.cfg.Store.KeepCheckpoint(ctx, ck.ID)
+		c.release(l)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return api.Checkpoint{}, errdefs.New(api.CodeNoCheckpoint, "sandbox %s has no checkpoint %q (see `cairn checkpoint list %s`)", sb.Name, ref, sb.Name)
+		} else if err != nil {
+			return api.Checkpoint{}, err
+		}
+		ck.FromInside = false
+	}
+	usage, err := c.cfg.Disks.Usage(ctx)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	return c.checkpointView(sb, ck, &usage), nil
+}
+
+// PruneFromInside deletes ck, a checkpoint made from inside its sandbox
+// that its policy no longer keeps, unless, read again under the sandbox's
+// lease, it is gone, named or kept by the operator (KeepCheckpoint) by
+// then. It reports whether it deleted it.
+func (c *Catalog) PruneFromInside(ctx context.Context, ck metadata.Checkpoint) (bool, error) {
+	return c.deleteCheckpointIf(ctx, ck, func(cur metadata.Checkpoint) bool {
+		return cur.FromInside && cur.Name == ""
+	})
+}
+
 // deleteCheckpoint deletes ck, queued behind whatever holds its sandbox
 // (if the sandbox still exists), and refreshes what the sandbox browses.
 func (c *Catalog) deleteCheckpoint(ctx context.Context, ck metadata.Checkpoint) error {
+	_, err := c.deleteCheckpointIf(ctx, ck, nil)
+	return err
+}
+
+// deleteCheckpointIf is deleteCheckpoint, but when still is not nil it
+// reads ck again once it holds the sandbox's lease and deletes it only if
+// it still exists and still(it) holds. It reports whether it deleted it.
+func (c *Catalog) deleteCheckpointIf(ctx context.Context, ck metadata.Checkpoint, still func(metadata.Checkpoint) bool) (bool, error) {
 	sb, err := c.cfg.Store.SandboxByID(ctx, ck.SandboxID)
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-		return err
+		return false, err
 	}
 	if sb.ID != "" {
 		l, err := c.queue(ctx, sb, lease.PurposeCheckpoint)
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer c.release(l)
 	}
+	if still != nil {
+		cur, err := c.cfg.Store.CheckpointByID(ctx, ck.ID)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		if !still(cur) {
+			return false, nil
+		}
+		ck = cur
+	}
 	if err := c.cfg.Disks.Delete(ctx, ck); err != nil {
-		return err
+		return false, err
 	}
 	c.offsiteChanged() // its manifest goes from the locations too
 	if sb.ID != "" {
@@ -179,7 +245,7 @@ func (c *Catalog) deleteCheckpoint(ctx context.Context, ck metadata.Checkpoint) 
 			c.publish(ctx, cur) // the next newest checkpoint (if any) becomes browsable
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // Diff lists what differs between checkpoint from and checkpoint to of the

@@ -22,10 +22,15 @@ reused); automatic ones are named auto-<UTC time> and are listed only with
 it survives the deletion of its sandbox (see "cairn snapshot").
 
 The current checkpoint is the one the sandbox's disk was last restored or
-forked from; it cannot be deleted.`,
+forked from; it cannot be deleted.
+
+Checkpoints made from inside the sandbox (cairn-env checkpoint) show the
+trigger "inside": beyond the sandbox's --inside-keep the oldest unnamed of
+them are deleted. "cairn checkpoint keep" keeps one for good.`,
 		Example: `  cairn checkpoint create web --comment "before the upgrade"
   cairn checkpoint create web --memory
   cairn checkpoint list web
+  cairn checkpoint keep web v7
   cairn checkpoint restore web v2 --wait`,
 		Args: groupArgs,
 		RunE: showHelp,
@@ -35,6 +40,7 @@ forked from; it cannot be deleted.`,
 		newCheckpointListCommand(g),
 		newCheckpointInfoCommand(g),
 		newCheckpointDeleteCommand(g),
+		newCheckpointKeepCommand(g),
 		newRestoreCommand(g, "cairn checkpoint restore"),
 	)
 	return cmd
@@ -142,10 +148,13 @@ func newCheckpointListCommand(g *globalOptions) *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "List a sandbox's checkpoints",
 		Long: `List the checkpoints of sandbox NAME, oldest first: id, age, trigger (why it
-exists: manual, interval, stop, restart, fork, delete, restore), consistency
+exists: manual, inside, interval, stop, restart, fork, delete, restore), consistency
 (frozen or crash), size, total, whether it holds memory, its comment (or
 [label]) and its off-site state. The current checkpoint, the state the disk
-was last restored or forked from, is marked with "*".
+was last restored or forked from, is marked with "*". The trigger "inside"
+marks a checkpoint made from inside the sandbox (cairn-env checkpoint):
+beyond the sandbox's --inside-keep the oldest unnamed of those are deleted,
+unless kept with "cairn checkpoint keep".
 
 SIZE is what only this checkpoint holds: what deleting it frees. TOTAL is
 all the data it refers to, shared data included. OFF-SITE is pending,
@@ -179,7 +188,7 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 		return g.printJSON(cks)
 	}
 	now := g.now()
-	current := false
+	current, inside := false, false
 	t := newTable(g.stdout, "ID", "CREATED", "TRIGGER", "CONSISTENCY", "SIZE", "TOTAL", "MEMORY", "COMMENT", "OFF-SITE")
 	for _, ck := range cks {
 		id := ck.ID
@@ -191,7 +200,10 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 		if ck.HasMemory {
 			memory = "yes"
 		}
-		t.Row(id, formatAge(now, ck.CreatedAt), ck.Trigger, ck.Consistency,
+		if ck.FromInside {
+			inside = true
+		}
+		t.Row(id, formatAge(now, ck.CreatedAt), checkpointTrigger(ck), ck.Consistency,
 			formatSize(ck.SizeExclusive), formatSize(ck.SizeTotal), memory, checkpointNote(ck), orDash(ck.Offsite))
 	}
 	if err := t.Flush(); err != nil {
@@ -200,7 +212,20 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 	if current {
 		g.printf("* current: the state the disk was last restored or forked from\n")
 	}
+	if inside {
+		g.printf("inside: made from inside the sandbox; beyond its --inside-keep the oldest unnamed are deleted (keep one: cairn checkpoint keep %s ID)\n", opts.Name)
+	}
 	return nil
+}
+
+// checkpointTrigger is what the TRIGGER column shows: "inside" for a
+// checkpoint made from inside the sandbox (its trigger is manual), else
+// its trigger.
+func checkpointTrigger(ck api.Checkpoint) string {
+	if ck.FromInside {
+		return "inside"
+	}
+	return ck.Trigger
 }
 
 // checkpointNote is what the COMMENT column shows: the comment, else the
@@ -232,7 +257,9 @@ func newCheckpointInfoCommand(g *globalOptions) *cobra.Command {
 sandbox and account-wide), snapshot name, creation time, trigger,
 consistency, comment, label, whether it holds memory, its size (what
 deleting it frees), its total (all the data it refers to), its off-site
-state and whether it is the current checkpoint.`,
+state, whether it is the current checkpoint and whether it was made from
+inside the sandbox (then it may be deleted beyond the sandbox's
+--inside-keep, unless kept with "cairn checkpoint keep").`,
 		Example: `  cairn checkpoint info web v2
   cairn checkpoint get web auto-20260301T120000Z --json`,
 		Args: exactArgs("NAME", "ID"),
@@ -282,7 +309,57 @@ func runCheckpointInfo(ctx context.Context, opts checkpointRef, g *globalOptions
 		}
 	}
 	t.Row("current", current)
+	t.Row("from inside", fromInside(ck))
 	return t.Flush()
+}
+
+// fromInside is what checkpoint info says of where ck was asked for.
+func fromInside(ck api.Checkpoint) string {
+	switch {
+	case !ck.FromInside:
+		return "no"
+	case ck.Name != "":
+		return "yes (named: never deleted for --inside-keep)"
+	}
+	return fmt.Sprintf("yes (may be deleted beyond the sandbox's --inside-keep; cairn checkpoint keep %s %s keeps it)", ck.Sandbox, ck.ID)
+}
+
+func newCheckpointKeepCommand(g *globalOptions) *cobra.Command {
+	var opts checkpointRef
+	return &cobra.Command{
+		Use:   "keep NAME ID",
+		Short: "Keep a checkpoint made from inside the sandbox for good",
+		Long: `Keep checkpoint ID of sandbox NAME, made from inside it (cairn-env
+checkpoint; trigger "inside" in "cairn checkpoint list"), for good: it no
+longer counts toward the sandbox's --inside-keep and is never deleted for
+it. From then on it is a manual checkpoint like those taken with "cairn
+checkpoint create", deleted only by "cairn checkpoint delete" or with its
+sandbox. Keeping a checkpoint not made from inside changes nothing.
+--json prints the checkpoint.`,
+		Example: `  cairn checkpoint list web
+  cairn checkpoint keep web v7`,
+		Args: exactArgs("NAME", "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name, opts.ID = args[0], args[1]
+			return runCheckpointKeep(cmd.Context(), opts, g)
+		},
+	}
+}
+
+func runCheckpointKeep(ctx context.Context, opts checkpointRef, g *globalOptions) error {
+	ck, err := g.client().KeepCheckpoint(ctx, opts.Name, opts.ID)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return g.printJSON(ck)
+	}
+	if ck.Trigger != api.TriggerManual {
+		g.printf("Checkpoint %s of %s is automatic (%s), not made from inside: nothing changed\n", ck.ID, opts.Name, ck.Trigger)
+		return nil
+	}
+	g.printf("Checkpoint %s of %s kept: it is not deleted for the sandbox's --inside-keep\n", ck.ID, opts.Name)
+	return nil
 }
 
 func newCheckpointDeleteCommand(g *globalOptions) *cobra.Command {

@@ -496,7 +496,7 @@ func TestCheckpointHelpHasExamples(t *testing.T) {
 	root := newRootCommand(newGlobalOptions(nil, &bytes.Buffer{}, &bytes.Buffer{}))
 	for _, path := range [][]string{
 		{"checkpoint"}, {"checkpoint", "create"}, {"checkpoint", "list"}, {"checkpoint", "info"},
-		{"checkpoint", "delete"}, {"checkpoint", "restore"}, {"restore"}, {"rollback"}, {"fork"},
+		{"checkpoint", "delete"}, {"checkpoint", "keep"}, {"checkpoint", "restore"}, {"restore"}, {"rollback"}, {"fork"},
 		{"snapshot"}, {"snapshot", "create"}, {"snapshot", "list"}, {"snapshot", "delete"},
 		{"snapshot", "restore"}, {"diff"}, {"status"}, {"config"}, {"account"}, {"create"}, {"info"},
 		{"start"}, {"stop"},

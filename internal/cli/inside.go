@@ -22,8 +22,9 @@ checkpoints, --inside-names named snapshots (which are never deleted
 automatically); --inside-rate is how many checkpoints they may make in
 any minute (0: none; default 10; past it: error L06), --inside-keep how
 many of those (unnamed) are kept (default 20; 0: all): beyond it the
-oldest are deleted, as automatic ones are. To keep one for good, take a
-named snapshot of it with "cairn snapshot create".`
+oldest are deleted, as automatic ones are. "cairn checkpoint list" shows
+them with the trigger "inside"; to keep one for good, use "cairn
+checkpoint keep NAME ID".`
 
 func (o *insideFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.memory, "inside-memory", false, "allow memory checkpoints from inside (--inside-memory=false forbids them)")

@@ -311,7 +311,8 @@ type Checkpoint struct {
 	// has one. Unique like DiskPath.
 	MemoryPath string
 	// FromInside is true for a checkpoint asked for by a process inside
-	// the sandbox (through its management socket); set at create.
+	// the sandbox (through its management socket); set at create, cleared
+	// when the operator keeps it (KeepCheckpoint).
 	FromInside bool
 	CreatedAt  time.Time
 }
@@ -615,6 +616,13 @@ type Store interface {
 	// checkpoint of the account has that name; naming a checkpoint what it
 	// is already called succeeds.
 	SetCheckpointName(ctx context.Context, id, name string) error
+	// KeepCheckpoint takes the mark "made from inside" (FromInside) off
+	// the checkpoint: it is then one the operator keeps, which no longer
+	// counts toward its sandbox's InsidePolicy.Keep and is never pruned
+	// for it. Nothing else of it changes. ErrNotFound if no checkpoint has
+	// that id; keeping one that is not marked succeeds and changes
+	// nothing.
+	KeepCheckpoint(ctx context.Context, id string) error
 	// DeleteCheckpoint removes the checkpoint's row, or returns ErrNotFound
 	// if no checkpoint has that id. A sandbox that has it as its
 	// ResumeCheckpoint loses it in the same transaction (ResumeCheckpoint

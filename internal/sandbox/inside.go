@@ -121,8 +121,9 @@ func (m *Manager) CreateCheckpointFromInside(ctx context.Context, account, name 
 
 // pruneInside deletes the oldest unnamed checkpoints made from inside
 // sandbox id beyond its policy's Keep, as retention deletes automatic ones:
-// never a named one (a snapshot: the way to keep one), nor the sandbox's
-// current checkpoint or saved session. The caller holds no lease of it.
+// never a named one, one the operator kept (cairn checkpoint keep: it is
+// no longer marked as made from inside), nor the sandbox's current
+// checkpoint or saved session. The caller holds no lease of it.
 func (m *Manager) pruneInside(ctx context.Context, id string, op *operation.Op) {
 	sb, err := m.cfg.Store.SandboxByID(ctx, id)
 	if err != nil || sb.Inside.Keep == 0 {
@@ -141,9 +142,13 @@ func (m *Manager) pruneInside(ctx context.Context, id string, op *operation.Op) 
 	}
 	for ; len(mine) > sb.Inside.Keep; mine = mine[1:] {
 		ck := mine[0]
-		if err := m.cfg.Catalog.Expire(ctx, ck); err != nil {
+		deleted, err := m.cfg.Catalog.PruneFromInside(ctx, ck)
+		if err != nil {
 			slog.Warn("delete a checkpoint made from inside", "sandbox", sb.Name, "id", ck.Seq, "err", err)
 			return
+		}
+		if !deleted { // kept, named or deleted meanwhile
+			continue
 		}
 		slog.Info("deleted the oldest checkpoint made from inside", "sandbox", sb.Name, "id", ck.Seq, "keep", sb.Inside.Keep)
 		op.Notef(api.PhaseCheckpoint, "Deleted %s: this sandbox keeps the newest %d checkpoints made from inside", ck.Seq, sb.Inside.Keep)

@@ -54,6 +54,17 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
+// keepCheckpoint makes a checkpoint made from inside the sandbox one the
+// operator keeps; the management socket has no such route.
+func (s *Server) keepCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	ck, err := s.checkpoints.KeepCheckpoint(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ck)
+	return nil
+}
+
 func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	var req api.RestoreRequest
 	if r.ContentLength != 0 {

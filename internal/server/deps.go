@@ -71,6 +71,11 @@ type Checkpoints interface {
 	// DeleteCheckpoint deletes a checkpoint and frees its space before it
 	// returns. S01, K08, K03 (a sandbox's current checkpoint).
 	DeleteCheckpoint(ctx context.Context, account, name, ref string) error
+	// KeepCheckpoint makes a checkpoint made from inside the sandbox one
+	// the operator keeps (no longer counted toward nor deleted for its
+	// --inside-keep) and returns it; for any other checkpoint it changes
+	// nothing and returns it. S01, K08.
+	KeepCheckpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error)
 	// Diff lists what differs between checkpoint from and checkpoint to
 	// (or the current disk when to is ""), never nil. S01, V02 (no from),
 	// K08.

@@ -163,6 +163,11 @@ func (f *fake) DeleteCheckpoint(_ context.Context, account, name, ref string) er
 	return f.err
 }
 
+func (f *fake) KeepCheckpoint(_ context.Context, account, name, ref string) (api.Checkpoint, error) {
+	f.record("KeepCheckpoint", account, name, ref)
+	return api.Checkpoint{ID: ref, Sandbox: name}, f.err
+}
+
 func (f *fake) Restore(_ context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
 	return f.op("Restore", account, name, ref, req)
 }

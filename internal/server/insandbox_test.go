@@ -103,6 +103,8 @@ func TestManagementSocketIsScopedToItsSandbox(t *testing.T) {
 		{"POST", "/v1/sandboxes"},
 		{"POST", "/v1/sandboxes/other/exec"},
 		{"GET", "/v1/sandboxes/other/checkpoints"},
+		{"POST", "/v1/sandboxes/inside/checkpoints/v2/keep"},
+		{"POST", "/v1/checkpoints/v2/keep"},
 		{"GET", "/v1/account"},
 		{"GET", "/v1/snapshots"},
 		{"POST", "/v1/verify"},

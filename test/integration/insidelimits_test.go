@@ -384,7 +384,7 @@ func TestInsideSettings(t *testing.T) {
 	if snaps := d.mustCLI("snapshot", "list"); !strings.Contains(snaps, "golden") {
 		t.Errorf("snapshot list: %s", snaps)
 	}
-	// The named one is never pruned: it is how one is kept.
+	// The named one is never pruned.
 	for range 3 {
 		d.sh("q", "cairn-env checkpoints create")
 	}

@@ -319,6 +319,16 @@ func (s *Store) SetCheckpointName(ctx context.Context, id, name string) error {
 	return oneRow(res, what)
 }
 
+// KeepCheckpoint implements metadata.Store.
+func (s *Store) KeepCheckpoint(ctx context.Context, id string) error {
+	what := "metadata: keep checkpoint " + id
+	res, err := s.writer.ExecContext(ctx, `UPDATE checkpoints SET from_inside = 0 WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
 // DeleteCheckpoint implements metadata.Store. The sandbox's counter is left
 // as it is, so the checkpoint's v-number is not given again. The sandboxes
 // that would resume from the checkpoint lose it in the same IMMEDIATE

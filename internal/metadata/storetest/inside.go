@@ -153,3 +153,60 @@ func testCheckpointFromInside(t *testing.T, open OpenFunc) {
 	t.Cleanup(func() { s2.Close() })
 	check(s2, "FromInside after reopen")
 }
+
+func testKeepCheckpoint(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := open(t, clock.Now)
+	a := ensureAccount(t, s, "alice")
+	web := newSandbox("0000000000000001", a.ID, "web")
+	create(t, s, web)
+
+	var inside []metadata.Checkpoint
+	for _, id := range []string{"c000000000000001", "c000000000000002", "c000000000000003"} {
+		clock.Advance(time.Second)
+		ck := newCheckpoint(id, web)
+		ck.FromInside = true
+		inside = append(inside, createCk(t, s, ck))
+	}
+	clock.Advance(time.Second)
+	outside := createCk(t, s, newCheckpoint("c000000000000004", web))
+
+	// Keeping takes the mark off that checkpoint only, and changes nothing
+	// else of it; again, it still succeeds.
+	clock.Advance(time.Minute)
+	for i := 0; i < 2; i++ {
+		if err := s.KeepCheckpoint(ctx, inside[1].ID); err != nil {
+			t.Fatalf("KeepCheckpoint(%s) #%d: %v", inside[1].ID, i+1, err)
+		}
+	}
+	kept := inside[1]
+	kept.FromInside = false
+	want := []metadata.Checkpoint{inside[0], kept, inside[2], outside}
+
+	// One not made from inside: nothing changes, no error.
+	if err := s.KeepCheckpoint(ctx, outside.ID); err != nil {
+		t.Errorf("KeepCheckpoint of a checkpoint not made from inside: %v", err)
+	}
+	// No such checkpoint: ErrNotFound.
+	wantErr(t, "KeepCheckpoint of no checkpoint", s.KeepCheckpoint(ctx, "c0000000000000ff"), metadata.ErrNotFound)
+
+	check := func(s metadata.Store, what string) {
+		t.Helper()
+		got := listCks(t, s, a.ID, metadata.CheckpointFilter{SandboxID: web.ID})
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d checkpoints, want %d", what, len(got), len(want))
+		}
+		for i := range want {
+			sameCheckpoint(t, what, got[i], want[i])
+			sameCheckpoint(t, what+": CheckpointByID", ckByID(t, s, want[i].ID), want[i])
+		}
+	}
+	check(s, "after KeepCheckpoint")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, clock.Now)
+	t.Cleanup(func() { s2.Close() })
+	check(s2, "after KeepCheckpoint and reopen")
+}

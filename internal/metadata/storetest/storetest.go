@@ -88,6 +88,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"InsidePolicyCreate", testInsidePolicyCreate},
 		{"SetInsidePolicy", testSetInsidePolicy},
 		{"CheckpointFromInside", testCheckpointFromInside},
+		{"KeepCheckpoint", testKeepCheckpoint},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
