@@ -55,6 +55,7 @@ func newOOMKiller(s *server, limit int64) *oomKiller {
 // run watches until ctx ends.
 func (k *oomKiller) run(ctx context.Context) {
 	wait := oomSlowPoll
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -63,9 +64,15 @@ func (k *oomKiller) run(ctx context.Context) {
 		}
 		limit, used, err := k.usage()
 		if err != nil {
-			k.s.log.Warn("oom killer: read memory usage; stopping", "err", err)
-			return
+			// A failed read (a full fd table…) must not end the watch for
+			// good: try again at the slow pace, logging the first failure.
+			if !failing {
+				k.s.log.Warn("oom killer: read memory usage; retrying", "err", err)
+			}
+			failing, wait = true, oomSlowPoll
+			continue
 		}
+		failing = false
 		wait = oomSlowPoll
 		if used > limit/4*3 {
 			wait = oomFastPoll

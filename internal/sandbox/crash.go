@@ -42,6 +42,12 @@ const (
 
 // sandboxDied handles the death of inst, sandbox sb's instance, for the
 // reason the watch gave.
+// How long a death waits for cairn-init's "exiting" event (see sandboxDied).
+const (
+	selfExitWaitStep  = 50 * time.Millisecond
+	selfExitWaitSteps = 6
+)
+
 func (m *Manager) sandboxDied(sb metadata.Sandbox, inst *instance, reason string) {
 	ctx := context.Background()
 	if m.cfg.Instances.get(sb.ID) != inst {
@@ -58,6 +64,12 @@ func (m *Manager) sandboxDied(sb metadata.Sandbox, inst *instance, reason string
 	defer m.ex.release(l)
 	if m.cfg.Instances.get(sb.ID) != inst {
 		return
+	}
+	// cairn-init's "exiting" event comes on the agent's stream, the death
+	// on the watch: give the event a moment to arrive, or a sandbox that
+	// ended by itself would be taken for a crash.
+	for i := 0; i < selfExitWaitSteps && !inst.selfExit.Load(); i++ {
+		time.Sleep(selfExitWaitStep)
 	}
 	now := m.cfg.Now()
 	cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
@@ -144,8 +156,8 @@ func (m *Manager) restartCrashed(sb metadata.Sandbox) {
 	}
 	defer m.ex.release(l)
 	cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
-	if err != nil || cur.State != metadata.SandboxCrashed || m.run.isLive(sb.ID) {
-		return
+	if err != nil || cur.State != metadata.SandboxCrashed || cur.Restart == metadata.RestartNo || m.run.isLive(sb.ID) {
+		return // changed meanwhile, or its policy was changed to no
 	}
 	if err := m.run.startContainer(ctx, cur, ""); err != nil {
 		slog.Error("restart after crash failed", "sandbox", sb.Name, "err", err)

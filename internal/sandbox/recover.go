@@ -118,8 +118,8 @@ func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, 
 		return err
 	}
 	inst.pid, inst.container = pid, name
+	m.run.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	m.cfg.Instances.put(sb.ID, inst)
-	m.run.watch(sb, inst)
 	if sb.State != metadata.SandboxRunning {
 		if err := m.cfg.Store.SetSandboxState(ctx, sb.ID, metadata.SandboxRunning); err != nil {
 			return err

@@ -285,10 +285,15 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 	switch {
 	case err == nil:
 		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint, sb.Inside = src.CPUs, src.MemoryBytes, src.AutoCheckpoint, src.Inside
-		sb.DiskBytes = src.DiskBytes
+		sb.DiskBytes, sb.Restart = src.DiskBytes, src.Restart
 	case errors.Is(err, metadata.ErrNotFound):
 		if size := m.cfg.Disks.DiskSizeOf(context.Background(), ck); size > 0 {
 			sb.DiskBytes = size
+		} else if sb.DiskBytes > 0 && 2*ck.SizeTotal > sb.DiskBytes {
+			// Size unknown (no local copy to read it from, or taken before
+			// sizes): the default, but never less than twice what the
+			// checkpoint holds, so the copy is not born full.
+			sb.DiskBytes = 2 * ck.SizeTotal
 		}
 	default:
 		slog.Warn("read source sandbox", "err", err)

@@ -176,8 +176,8 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	slog.Debug("container started", "sandbox", sb.Name, "container", name, "from_memory", memImage != "",
 		"runsc", launched.Sub(t0).Round(time.Millisecond), "agent", time.Since(launched).Round(time.Millisecond))
 	inst.pid, inst.container = pid, name
+	r.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	r.cfg.Instances.put(sb.ID, inst)
-	r.watch(sb, inst)
 	undo.Success()
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 // file makes room again.
 func TestDiskSizeBoundsOneSandbox(t *testing.T) {
 	d := startDaemon(t)
-	sb := d.create("full", "--disk", "200M")
+	sb := d.create("full", "--disk", "200M", "--restart", "no")
 	if sb.DiskBytes != 200<<20 {
 		t.Fatalf("disk_bytes of a sandbox created with --disk 200M: %d", sb.DiskBytes)
 	}
@@ -43,8 +43,8 @@ func TestDiskSizeBoundsOneSandbox(t *testing.T) {
 	d.mustCLI("fork", "full", "--from-checkpoint", ck.ID, "--name-prefix", "full-copy")
 	var copyInfo api.Sandbox
 	json.Unmarshal([]byte(d.mustCLI("--json", "info", "full-copy-1")), &copyInfo)
-	if copyInfo.DiskBytes != 200<<20 {
-		t.Fatalf("fork of a 200M sandbox has disk_bytes %d", copyInfo.DiskBytes)
+	if copyInfo.DiskBytes != 200<<20 || copyInfo.Restart != api.RestartNo {
+		t.Fatalf("fork of a 200M sandbox with --restart no has disk_bytes %d, restart %q: its settings are not kept", copyInfo.DiskBytes, copyInfo.Restart)
 	}
 	if _, _, code := d.cli("", "exec", "full-copy-1", "--", "/bin/sh", "-c", "dd if=/dev/zero of=/root/more bs=1M count=100 && sync"); code == 0 {
 		t.Fatal("the fork of a full sandbox wrote 100M more: its disk size is not kept")

@@ -79,7 +79,9 @@ func (r *Runsc) Watch(ctx context.Context, id string) (<-chan string, error) {
 		closeAll()
 		return nil, err
 	}
+	woken := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
+		defer close(woken)
 		var one = [8]byte{1}
 		unix.Write(wake, one[:])
 	})
@@ -87,7 +89,14 @@ func (r *Runsc) Watch(ctx context.Context, id string) (<-chan string, error) {
 		defer close(out)
 		defer unix.Close(wake)
 		defer closeAll()
-		defer stop()
+		// wake is closed only once the callback cannot write to it any
+		// more: a write to a closed (and reused) fd number would land in
+		// another file.
+		defer func() {
+			if !stop() {
+				<-woken
+			}
+		}()
 		fds := []unix.PollFd{{Fd: int32(wake), Events: unix.POLLIN}}
 		for _, p := range procs {
 			fds = append(fds, unix.PollFd{Fd: int32(p.fd), Events: unix.POLLIN})
