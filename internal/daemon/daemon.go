@@ -189,6 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Leases:      leases,
 		BrowseDir:   browseDir,
 		Offsite:     offsiteSvc,
+		HostID:      hostID,
 	})
 	if err != nil {
 		return err

@@ -88,6 +88,38 @@ func (r *Registry) Start(kind, resource string, fn Func) *Op {
 	return op
 }
 
+// Remember registers an operation that ended before this registry
+// existed: one a journal says an earlier cairnd ran, and how it ended
+// (info.Status success or failure, with info.Error). It answers Get,
+// List and Follow like any finished one: its events are one, the error
+// (or the complete event, without a result), at info.UpdatedAt. An id the
+// registry knows already is left as it is.
+func (r *Registry) Remember(info api.Operation) {
+	op := &Op{now: r.now, done: make(chan struct{}), changed: make(chan struct{}), info: info}
+	ev := api.Event{Type: api.EventComplete, Time: info.UpdatedAt}
+	var err error
+	if info.Status != api.OpSuccess {
+		op.info.Status = api.OpFailure
+		if op.info.Error == nil {
+			op.info.Error = &api.ErrorInfo{Code: api.CodeInternal, Message: "failed"}
+		}
+		e := *op.info.Error
+		err = errdefs.New(e.Code, "%s", e.Message)
+		ev = api.Event{Type: api.EventError, Data: &e, Time: info.UpdatedAt}
+	}
+	op.err = err
+	op.rev = 1
+	op.events = []entry{{ev: ev, rev: 1}}
+	close(op.done)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ops[info.ID]; ok {
+		return
+	}
+	r.ops[info.ID] = op
+	r.prune()
+}
+
 // Get returns the operation with id.
 func (r *Registry) Get(id string) (*Op, error) {
 	r.mu.Lock()

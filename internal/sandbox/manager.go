@@ -93,6 +93,10 @@ type Config struct {
 	// DefaultDisk is the disk size of a sandbox created without one, in
 	// bytes (at most the pool's size); 0: no size of its own.
 	DefaultDisk int64
+	// HostID is this host's id: at start, Recover undoes the journalled
+	// operations that the earlier instances on this host left unfinished
+	// (see journal.go); "" undoes none.
+	HostID string
 }
 
 // Manager owns every sandbox of this host.

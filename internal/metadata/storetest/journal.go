@@ -70,9 +70,13 @@ func testJournal(t *testing.T, open OpenFunc) {
 	wantErr(t, "BeginJournal(same id)", s.BeginJournal(ctx, newEntry("op-1", a.ID, here)), metadata.ErrConflict)
 	wantErr(t, "BeginJournal(unknown account)", s.BeginJournal(ctx, newEntry("op-x", a.ID+100, here)), metadata.ErrNotFound)
 	for name, e := range map[string]metadata.JournalEntry{
-		"no id":          newEntry("", a.ID, here),
-		"no owner":       newEntry("op-y", a.ID, ""),
-		"done":           func() metadata.JournalEntry { e := newEntry("op-y", a.ID, here); e.State = metadata.JournalDone; return e }(),
+		"no id":    newEntry("", a.ID, here),
+		"no owner": newEntry("op-y", a.ID, ""),
+		"done": func() metadata.JournalEntry {
+			e := newEntry("op-y", a.ID, here)
+			e.State = metadata.JournalDone
+			return e
+		}(),
 		"child no id":    newEntry("op-y", a.ID, here, metadata.JournalChild{Name: "x"}),
 		"no kind":        func() metadata.JournalEntry { e := newEntry("op-y", a.ID, here); e.Kind = ""; return e }(),
 		"unknown status": func() metadata.JournalEntry { e := newEntry("op-y", a.ID, here); e.State = "half"; return e }(),
