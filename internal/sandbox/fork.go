@@ -92,24 +92,9 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	}
 	return m.cfg.Ops.Start("sandbox.fork", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer releaseAll()
-		j, err := m.beginJournal(ctx, op, acct, parent.ID, children)
-		if err != nil {
-			return nil, err
-		}
-		out, err := m.fork(ctx, op, acct, parent, from, children, req)
-		if err == nil {
-			if err = j.done(ctx); err != nil {
-				// Not recorded as done, it would be undone at the next
-				// start: undo it now.
-				m.destroyAll(ctx, children)
-				err = fmt.Errorf("record the fork as done (its children were removed): %w", err)
-			}
-		}
-		if err != nil {
-			j.failed(ctx, err)
-			return nil, err
-		}
-		return out, nil
+		return m.journalled(ctx, op, acct, parent.ID, children, func() (any, error) {
+			return m.fork(ctx, op, acct, parent, from, children, req)
+		})
 	}), nil
 }
 

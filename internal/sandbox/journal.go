@@ -51,6 +51,31 @@ func (m *Manager) beginJournal(ctx context.Context, op *operation.Op, acct metad
 	return &journal{m: m, id: info.ID}, nil
 }
 
+// journalled runs work, the work of op, which makes the sandboxes
+// children (their ids and names set; sandboxID is the sandbox it works
+// on, "" for none), between a journal entry begun before it and marked
+// when it ends. work must undo what it made when it fails. If the entry
+// cannot be marked done, the children are removed and op fails: the next
+// start would undo them anyway.
+func (m *Manager) journalled(ctx context.Context, op *operation.Op, acct metadata.Account, sandboxID string, children []metadata.Sandbox, work func() (any, error)) (any, error) {
+	j, err := m.beginJournal(ctx, op, acct, sandboxID, children)
+	if err != nil {
+		return nil, err
+	}
+	out, err := work()
+	if err == nil {
+		if err = j.done(ctx); err != nil {
+			m.destroyAll(ctx, children)
+			out, err = nil, fmt.Errorf("record the operation as done (what it made was removed): %w", err)
+		}
+	}
+	if err != nil {
+		j.failed(ctx, err)
+		return nil, err
+	}
+	return out, nil
+}
+
 // done marks the operation done. If that cannot be recorded, the caller
 // must undo what it made and fail: a start would undo it anyway.
 func (j *journal) done(ctx context.Context) error {
@@ -93,8 +118,12 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 		return err
 	}
 	for _, e := range undone {
+		// As the operation named it: the sandbox it made (a create, a
+		// restore as new), or the one it forked.
 		resource := ""
-		if sb, err := m.cfg.Store.SandboxByID(ctx, e.SandboxID); err == nil {
+		if len(e.Children) == 1 {
+			resource = "sandbox/" + e.Children[0].Name
+		} else if sb, err := m.cfg.Store.SandboxByID(ctx, e.SandboxID); err == nil {
 			resource = "sandbox/" + sb.Name
 		}
 		m.cfg.Ops.Remember(api.Operation{
@@ -130,10 +159,9 @@ func (m *recovery) undoEntry(ctx context.Context, e metadata.JournalEntry) error
 			}
 		}
 	}
-	msg := fmt.Sprintf("interrupted by a cairnd restart at %s; undone: no copy was kept (%d of %d sandboxes it had made removed)",
-		m.cfg.Now().UTC().Format(time.RFC3339), removed, len(e.Children))
-	if len(e.Children) == 0 {
-		msg = fmt.Sprintf("interrupted by a cairnd restart at %s; undone: nothing of it was kept", m.cfg.Now().UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("interrupted by a cairnd restart at %s; undone: no copy was kept", m.cfg.Now().UTC().Format(time.RFC3339))
+	if removed > 0 {
+		msg += fmt.Sprintf(" (%d of the %d sandboxes it was making existed, and were removed)", removed, len(e.Children))
 	}
 	return m.cfg.Store.FinishJournal(ctx, e.ID, metadata.JournalUndone, msg)
 }
