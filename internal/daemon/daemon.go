@@ -195,6 +195,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer mgr.Close()
+	ops.SetArchive(mgr.ArchivedOperation)
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
 		Images: images, Operations: ops,

@@ -47,7 +47,10 @@ type JournalEntry struct {
 	SandboxID string         // the sandbox it works on; "" for none
 	Children  []JournalChild // the sandboxes it makes, known before the first exists
 	State     JournalState
-	Message   string // why it failed or what was undone; "" while running or done
+	// Code and Message say why it failed or what was undone (an API
+	// error code and text); "" while running or done.
+	Code      string
+	Message   string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

@@ -717,10 +717,10 @@ type Store interface {
 	// to now. Durable once it returns, like every write but the leases'.
 	BeginJournal(ctx context.Context, e JournalEntry) error
 	// FinishJournal records that the operation with that id ended in
-	// state (done, failed or undone; running is a plain error), with
-	// message, and sets UpdatedAt to now. ErrNotFound if there is no such
+	// state (done, failed or undone; running is a plain error), with an
+	// error code and message, and sets UpdatedAt to now. ErrNotFound if there is no such
 	// entry. Finishing an entry again replaces its state and message.
-	FinishJournal(ctx context.Context, id string, state JournalState, message string) error
+	FinishJournal(ctx context.Context, id string, state JournalState, code, message string) error
 	// JournalEntry returns the entry with that id, or ErrNotFound.
 	JournalEntry(ctx context.Context, id string) (JournalEntry, error)
 	// ListJournal returns the entries that match f, oldest first (by

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -21,7 +22,8 @@ import (
 // files and any checkpoint of its own; what the operation took of the
 // source, a fork's checkpoint, stays as an ordinary checkpoint), marks it
 // undone, and the operation's id answers, failed with O02, for as long as
-// the journal keeps it (journalKeep). See docs/reliability-journal.md.
+// the journal keeps it (journalKeep), like every journalled operation
+// that ended (ArchivedOperation). See docs/reliability-journal.md.
 
 // journalKeep is how long ended journal entries stay, so that the client
 // of an interrupted operation can still learn how it ended.
@@ -79,21 +81,20 @@ func (m *Manager) journalled(ctx context.Context, op *operation.Op, acct metadat
 // done marks the operation done. If that cannot be recorded, the caller
 // must undo what it made and fail: a start would undo it anyway.
 func (j *journal) done(ctx context.Context) error {
-	return j.m.cfg.Store.FinishJournal(context.WithoutCancel(ctx), j.id, metadata.JournalDone, "")
+	return j.m.cfg.Store.FinishJournal(context.WithoutCancel(ctx), j.id, metadata.JournalDone, "", "")
 }
 
 // failed marks the operation failed, once it has undone what it made.
 func (j *journal) failed(ctx context.Context, err error) {
-	logErr("journal: mark failed", j.m.cfg.Store.FinishJournal(context.WithoutCancel(ctx), j.id, metadata.JournalFailed, err.Error()), "operation", j.id)
+	logErr("journal: mark failed", j.m.cfg.Store.FinishJournal(context.WithoutCancel(ctx), j.id, metadata.JournalFailed, errdefs.CodeOf(err), err.Error()), "operation", j.id)
 }
 
 // undoJournal undoes the operations this host's earlier instances left
 // running in the journal (they died in the middle), before the sweep: it
 // deletes the rows of the sandboxes each made, and their own checkpoints,
 // so that the sweep that follows removes their containers, roots, host
-// directories and browse views as those of sandboxes never committed. Then
-// it answers for them: every operation undone recently answers its id
-// again, failed with O02.
+// directories and browse views as those of sandboxes never committed. It
+// also forgets the entries older than journalKeep.
 func (m *recovery) undoJournal(ctx context.Context) error {
 	if m.cfg.HostID == "" {
 		return nil
@@ -113,26 +114,39 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 	} else if n > 0 {
 		slog.Info("journal: forgot old entries", "count", n)
 	}
-	undone, err := m.cfg.Store.ListJournal(ctx, metadata.JournalFilter{State: metadata.JournalUndone, UpdatedSince: now.Add(-journalKeep)})
-	if err != nil {
-		return err
-	}
-	for _, e := range undone {
-		// As the operation named it: the sandbox it made (a create, a
-		// restore as new), or the one it forked.
-		resource := ""
-		if len(e.Children) == 1 {
-			resource = "sandbox/" + e.Children[0].Name
-		} else if sb, err := m.cfg.Store.SandboxByID(ctx, e.SandboxID); err == nil {
-			resource = "sandbox/" + sb.Name
-		}
-		m.cfg.Ops.Remember(api.Operation{
-			ID: e.ID, Kind: e.Kind, Resource: resource, Status: api.OpFailure,
-			CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-			Error: &api.ErrorInfo{Code: api.CodeInterrupted, Message: e.Message},
-		})
-	}
 	return nil
+}
+
+// ArchivedOperation answers for an operation an earlier cairnd ran, as
+// the journal says it ended (an operation.Archive): done is a success
+// (without its result), failed and undone failures with their code
+// (undone: O02). One still running is not answered here: it is another
+// host's, or this one's from before a start that has not undone it yet.
+func (m *Manager) ArchivedOperation(id string) (api.Operation, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, err := m.cfg.Store.JournalEntry(ctx, id)
+	if err != nil || e.State == metadata.JournalRunning {
+		return api.Operation{}, false
+	}
+	// As the operation named it: the sandbox it made (a create, a
+	// restore as new), or the one it forked.
+	resource := ""
+	if len(e.Children) == 1 {
+		resource = "sandbox/" + e.Children[0].Name
+	} else if sb, err := m.cfg.Store.SandboxByID(ctx, e.SandboxID); err == nil {
+		resource = "sandbox/" + sb.Name
+	}
+	op := api.Operation{ID: e.ID, Kind: e.Kind, Resource: resource, Status: api.OpSuccess, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	if e.State != metadata.JournalDone {
+		op.Status = api.OpFailure
+		code := e.Code
+		if code == "" {
+			code = api.CodeInternal
+		}
+		op.Error = &api.ErrorInfo{Code: code, Message: e.Message}
+	}
+	return op, true
 }
 
 // undoEntry removes what interrupted operation e made and marks it undone.
@@ -163,5 +177,5 @@ func (m *recovery) undoEntry(ctx context.Context, e metadata.JournalEntry) error
 	if removed > 0 {
 		msg += fmt.Sprintf(" (%d of the %d sandboxes it was making existed, and were removed)", removed, len(e.Children))
 	}
-	return m.cfg.Store.FinishJournal(ctx, e.ID, metadata.JournalUndone, msg)
+	return m.cfg.Store.FinishJournal(ctx, e.ID, metadata.JournalUndone, api.CodeInterrupted, msg)
 }

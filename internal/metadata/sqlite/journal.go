@@ -15,7 +15,7 @@ import (
 
 // The journal of multi-step operations (migration 0011).
 
-const journalColumns = `id, kind, owner, account_id, sandbox_id, children, state, message, created_at, updated_at`
+const journalColumns = `id, kind, owner, account_id, sandbox_id, children, state, code, message, created_at, updated_at`
 
 // BeginJournal implements metadata.Store.
 func (s *Store) BeginJournal(ctx context.Context, e metadata.JournalEntry) error {
@@ -38,8 +38,8 @@ func (s *Store) BeginJournal(ctx context.Context, e metadata.JournalEntry) error
 	if e.UpdatedAt.IsZero() {
 		e.UpdatedAt = e.CreatedAt
 	}
-	_, err = s.writer.ExecContext(ctx, `INSERT INTO journal (`+journalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Kind, e.Owner, e.AccountID, e.SandboxID, string(doc), string(e.State), e.Message,
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO journal (`+journalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Kind, e.Owner, e.AccountID, e.SandboxID, string(doc), string(e.State), e.Code, e.Message,
 		formatTime(e.CreatedAt), formatTime(e.UpdatedAt))
 	switch sqliteCode(err) {
 	case 0:
@@ -55,13 +55,13 @@ func (s *Store) BeginJournal(ctx context.Context, e metadata.JournalEntry) error
 }
 
 // FinishJournal implements metadata.Store.
-func (s *Store) FinishJournal(ctx context.Context, id string, state metadata.JournalState, message string) error {
+func (s *Store) FinishJournal(ctx context.Context, id string, state metadata.JournalState, code, message string) error {
 	what := fmt.Sprintf("metadata: finish journal entry %s as %s", id, state)
 	if !state.Valid() || state == metadata.JournalRunning {
 		return fmt.Errorf("%s: not a final state", what)
 	}
-	res, err := s.writer.ExecContext(ctx, `UPDATE journal SET state = ?, message = ?, updated_at = ? WHERE id = ?`,
-		string(state), message, formatTime(s.now()), id)
+	res, err := s.writer.ExecContext(ctx, `UPDATE journal SET state = ?, code = ?, message = ?, updated_at = ? WHERE id = ?`,
+		string(state), code, message, formatTime(s.now()), id)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -126,7 +126,7 @@ func scanJournal(row scanner) (metadata.JournalEntry, error) {
 		doc, st           string
 		created, modified string
 	)
-	err := row.Scan(&e.ID, &e.Kind, &e.Owner, &e.AccountID, &e.SandboxID, &doc, &st, &e.Message, &created, &modified)
+	err := row.Scan(&e.ID, &e.Kind, &e.Owner, &e.AccountID, &e.SandboxID, &doc, &st, &e.Code, &e.Message, &created, &modified)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, metadata.ErrNotFound
 	} else if err != nil {

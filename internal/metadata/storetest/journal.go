@@ -108,17 +108,17 @@ func testJournal(t *testing.T, open OpenFunc) {
 
 	// Finished: state, message and UpdatedAt change, nothing else.
 	clock.Advance(time.Minute)
-	if err := s.FinishJournal(ctx, "op-1", metadata.JournalUndone, "interrupted"); err != nil {
+	if err := s.FinishJournal(ctx, "op-1", metadata.JournalUndone, "O02", "interrupted"); err != nil {
 		t.Fatalf("FinishJournal: %v", err)
 	}
-	want.State, want.Message, want.UpdatedAt = metadata.JournalUndone, "interrupted", stored(clock.Now())
+	want.State, want.Code, want.Message, want.UpdatedAt = metadata.JournalUndone, "O02", "interrupted", stored(clock.Now())
 	sameEntry(t, "undone", journalEntry(t, s, "op-1"), want)
-	if err := s.FinishJournal(ctx, "op-3", metadata.JournalDone, ""); err != nil {
+	if err := s.FinishJournal(ctx, "op-3", metadata.JournalDone, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "FinishJournal(unknown)", s.FinishJournal(ctx, "op-9", metadata.JournalDone, ""), metadata.ErrNotFound)
+	wantErr(t, "FinishJournal(unknown)", s.FinishJournal(ctx, "op-9", metadata.JournalDone, "", ""), metadata.ErrNotFound)
 	for _, st := range []metadata.JournalState{metadata.JournalRunning, "", "half"} {
-		if err := s.FinishJournal(ctx, "op-2", st, ""); err == nil {
+		if err := s.FinishJournal(ctx, "op-2", st, "", ""); err == nil {
 			t.Errorf("FinishJournal(%q) succeeded", st)
 		}
 	}
@@ -139,7 +139,7 @@ func testJournal(t *testing.T, open OpenFunc) {
 	// Pruned: finished entries older than the bound go, running ones stay
 	// whatever their age.
 	clock.Advance(time.Hour)
-	if err := s.FinishJournal(ctx, "op-3", metadata.JournalFailed, "later"); err != nil {
+	if err := s.FinishJournal(ctx, "op-3", metadata.JournalFailed, "S06", "later"); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.PruneJournal(ctx, clock.Now().Add(-time.Minute))

@@ -13,6 +13,7 @@ CREATE TABLE journal (
     sandbox_id TEXT        COLLATE "C" NOT NULL DEFAULT '',
     children   TEXT        NOT NULL DEFAULT '[]',
     state      TEXT        COLLATE "C" NOT NULL CHECK (state IN ('running', 'done', 'failed', 'undone')),
+    code       TEXT        COLLATE "C" NOT NULL DEFAULT '',
     message    TEXT        NOT NULL DEFAULT '',
     created_at TIMESTAMPTZ NOT NULL,
     updated_at TIMESTAMPTZ NOT NULL

@@ -14,7 +14,8 @@
 -- sandboxes it makes, [{"id":"…","name":"…"}], written before the first
 -- of them exists. state is 'running' until the operation ends: 'done',
 -- 'failed' (it failed and undid itself), or 'undone' (it was interrupted
--- and the next start undid it); message says why, for the last two.
+-- and the next start undid it); code (an API error code) and message say
+-- why, for the last two.
 -- Finished entries are deleted after a while (PruneJournal).
 
 CREATE TABLE journal (
@@ -26,6 +27,7 @@ CREATE TABLE journal (
     sandbox_id TEXT    NOT NULL DEFAULT '',
     children   TEXT    NOT NULL DEFAULT '[]',
     state      TEXT    NOT NULL CHECK (state IN ('running', 'done', 'failed', 'undone')),
+    code       TEXT    NOT NULL DEFAULT '',
     message    TEXT    NOT NULL DEFAULT '',
     created_at TEXT    NOT NULL,
     updated_at TEXT    NOT NULL
