@@ -437,7 +437,8 @@ type DiskDelete struct {
 }
 
 // Store persists accounts, sandboxes, checkpoints (with where their disks
-// live, and the disks to delete) and leases.
+// live, and the disks to delete), leases and the journal of multi-step
+// operations.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
