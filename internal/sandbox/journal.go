@@ -104,8 +104,10 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 		return err
 	}
 	for _, e := range entries {
+		// One that cannot be undone now must not keep cairnd down: it
+		// stays running in the journal, and the next start tries again.
 		if err := m.undoEntry(ctx, e); err != nil {
-			return fmt.Errorf("undo interrupted operation %s (%s): %w", e.ID, e.Kind, err)
+			slog.Error("recover: cannot undo an interrupted operation", "operation", e.ID, "kind", e.Kind, "err", err)
 		}
 	}
 	now := m.cfg.Now()
