@@ -54,6 +54,7 @@ const (
 	CodeOffsiteFailed      = "R04" // reading the checkpoint back from off-site failed (damaged or missing data)
 
 	CodeNoOperation = "O01" // no operation with that id
+	CodeInterrupted = "O02" // the operation was interrupted by a cairnd restart and undone at its start
 
 	CodeInternal = "X01" // an unexpected failure inside cairnd
 )

@@ -94,3 +94,44 @@ func TestForkMemoryFlags(t *testing.T) {
 		}
 	}
 }
+
+// cairnd dies while cairn follows a fork: cairn says it lost cairnd, names
+// the operation and how to learn its outcome; `cairn operation ID` then
+// shows the failure that the restarted cairnd answers.
+func TestForkLostDaemonNamesOperation(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/web/fork", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusAccepted, api.Operation{ID: "op-7", Kind: "sandbox.fork"})
+	})
+	mux.HandleFunc("GET /v1/operations/op-7/events", func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, api.Event{Type: api.EventProgress, Data: "Starting sandbox web-fork-1"})
+		w.(http.Flusher).Flush()
+		// cairnd is killed: the stream ends in the middle of a line.
+		hj, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			hj.Close()
+		}
+	})
+	mux.HandleFunc("GET /v1/operations/op-7", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, api.Operation{ID: "op-7", Kind: "sandbox.fork", Resource: "sandbox/web", Status: api.OpFailure,
+			Error: &api.ErrorInfo{Code: api.CodeInterrupted, Message: "interrupted by a cairnd restart; undone"}})
+	})
+	sock := fakeDaemon(t, mux)
+
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "fork", "web", "--count", "3")
+	if code != exitFailure || stdout != "" {
+		t.Errorf("exit %d, stdout %q; want %d and nothing", code, stdout, exitFailure)
+	}
+	if !strings.Contains(stderr, "lost cairnd") || !strings.Contains(stderr, "cairn operation op-7") {
+		t.Errorf("stderr %q, want that cairnd was lost and `cairn operation op-7`", stderr)
+	}
+	code, stdout, _ = runCLI(t, context.Background(), "--socket", sock, "--json", "fork", "web", "--count", "3")
+	if code != exitFailure || !strings.Contains(stdout, `"operation": "op-7"`) {
+		t.Errorf("--json: exit %d, stdout %q; want the operation id in the error", code, stdout)
+	}
+
+	code, stdout, _ = runCLI(t, context.Background(), "--socket", sock, "operation", "op-7")
+	if code != exitOK || !strings.Contains(stdout, "failure") || !strings.Contains(stdout, "O02: interrupted") {
+		t.Errorf("cairn operation: exit %d, stdout %q; want the failure with O02", code, stdout)
+	}
+}

@@ -152,6 +152,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newImageCommand(g),
 		newAccountCommand(g),
 		newVerifyCommand(g),
+		newOperationCommand(g),
 		newVersionCommand(g),
 	)
 	return root
@@ -221,8 +222,32 @@ func followError(ctx context.Context, op api.Operation, check string, err error)
 	if err != nil && ctx.Err() != nil {
 		return &interruptedError{op: op, check: check}
 	}
+	var answered *client.Error
+	if err != nil && !errors.As(err, &answered) {
+		return &lostError{op: op, check: check, err: err}
+	}
 	return err
 }
+
+// lostError says cairn lost cairnd (it was stopped or killed, or the
+// connection broke) while it followed an operation, whose outcome it
+// therefore does not know.
+type lostError struct {
+	op    api.Operation
+	check string
+	err   error
+}
+
+func (e *lostError) Error() string {
+	msg := fmt.Sprintf("lost cairnd while following operation %s (%s): %v; how it ended is unknown here: once cairnd answers again, `cairn operation %s` tells (an operation a cairnd restart cut short is undone, and answers failed with O02)",
+		e.op.ID, e.op.Kind, e.err, e.op.ID)
+	if e.check != "" {
+		msg += fmt.Sprintf(`; see also %q`, e.check)
+	}
+	return msg
+}
+
+func (e *lostError) Unwrap() error { return e.err }
 
 // errorJSON is the --json shape of an error: the API's, plus the operation
 // id when following one was interrupted.
@@ -244,6 +269,7 @@ func (g *globalOptions) report(cmd *cobra.Command, err error) int {
 		ue  usageError
 		ee  *exitError
 		ie  *interruptedError
+		le  *lostError
 		opt string
 	)
 	switch {
@@ -255,6 +281,8 @@ func (g *globalOptions) report(cmd *cobra.Command, err error) int {
 	case errors.As(err, &ie):
 		code = exitInterrupted
 		opt = ie.op.ID
+	case errors.As(err, &le):
+		opt = le.op.ID
 	case errors.Is(err, context.Canceled):
 		code = exitInterrupted
 		err = errors.New("interrupted")

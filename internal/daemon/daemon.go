@@ -189,11 +189,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Leases:      leases,
 		BrowseDir:   browseDir,
 		Offsite:     offsiteSvc,
+		HostID:      hostID,
 	})
 	if err != nil {
 		return err
 	}
 	defer mgr.Close()
+	ops.SetArchive(mgr.ArchivedOperation)
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
 		Images: images, Operations: ops,

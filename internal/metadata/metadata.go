@@ -437,7 +437,8 @@ type DiskDelete struct {
 }
 
 // Store persists accounts, sandboxes, checkpoints (with where their disks
-// live, and the disks to delete) and leases.
+// live, and the disks to delete), leases and the journal of multi-step
+// operations.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
@@ -709,6 +710,27 @@ type Store interface {
 	// against a power cut (see above): what a crash brings back is
 	// reclaimed again at the next start.
 	ReclaimLeases(ctx context.Context, ownerPrefix string) ([]Lease, error)
+
+	// BeginJournal stores e, a multi-step operation about to start (see
+	// JournalEntry). e must pass e.Validate and be JournalRunning (else a
+	// plain error); ErrConflict if an entry has e.ID already, ErrNotFound
+	// if e.AccountID is no account. Zero CreatedAt and UpdatedAt are set
+	// to now. Durable once it returns, like every write but the leases'.
+	BeginJournal(ctx context.Context, e JournalEntry) error
+	// FinishJournal records that the operation with that id ended in
+	// state (done, failed or undone; running is a plain error), with an
+	// error code and message, and sets UpdatedAt to now. ErrNotFound if there is no such
+	// entry. Finishing an entry again replaces its state and message.
+	FinishJournal(ctx context.Context, id string, state JournalState, code, message string) error
+	// JournalEntry returns the entry with that id, or ErrNotFound.
+	JournalEntry(ctx context.Context, id string) (JournalEntry, error)
+	// ListJournal returns the entries that match f, oldest first (by
+	// CreatedAt, then in the order they were begun).
+	ListJournal(ctx context.Context, f JournalFilter) ([]JournalEntry, error)
+	// PruneJournal deletes the entries that ended (any state but running)
+	// and were last changed before before, and returns how many it
+	// deleted. Running entries are never pruned.
+	PruneJournal(ctx context.Context, before time.Time) (int, error)
 
 	// Close releases the store. No method may be called after it.
 	Close() error

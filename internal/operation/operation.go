@@ -31,8 +31,9 @@ type Registry struct {
 	now func() time.Time
 	ctx context.Context // parent of every operation; cancelled at shutdown
 
-	mu  sync.Mutex
-	ops map[string]*Op
+	mu      sync.Mutex
+	ops     map[string]*Op
+	archive Archive // nil: none
 }
 
 // NewRegistry returns an empty registry whose operations run under ctx.
@@ -88,15 +89,65 @@ func (r *Registry) Start(kind, resource string, fn Func) *Op {
 	return op
 }
 
-// Get returns the operation with id.
-func (r *Registry) Get(id string) (*Op, error) {
+// Archive finds an operation this registry does not know: one an earlier
+// cairnd ran (see SetArchive). It returns the operation as it ended
+// (Status success or failure, with Error), or false.
+type Archive func(id string) (api.Operation, bool)
+
+// SetArchive makes Get (and so the operation's events) answer for the
+// operations archive knows when the registry does not: those of an
+// earlier cairnd, which a journal kept. Call it before serving.
+func (r *Registry) SetArchive(archive Archive) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	op, ok := r.ops[id]
-	if !ok {
-		return nil, errdefs.New(api.CodeNoOperation, "no operation %q", id)
+	r.archive = archive
+}
+
+// ended returns a finished operation as info says it ended: its one event
+// is the error (or the complete event, without a result), at
+// info.UpdatedAt.
+func (r *Registry) ended(info api.Operation) *Op {
+	op := &Op{now: r.now, done: make(chan struct{}), changed: make(chan struct{}), info: info}
+	ev := api.Event{Type: api.EventComplete, Time: info.UpdatedAt}
+	if info.Status != api.OpSuccess {
+		op.info.Status = api.OpFailure
+		if op.info.Error == nil {
+			op.info.Error = &api.ErrorInfo{Code: api.CodeInternal, Message: "failed"}
+		}
+		e := *op.info.Error
+		op.err = errdefs.New(e.Code, "%s", e.Message)
+		ev = api.Event{Type: api.EventError, Data: &e, Time: info.UpdatedAt}
 	}
-	return op, nil
+	op.rev = 1
+	op.events = []entry{{ev: ev, rev: 1}}
+	close(op.done)
+	return op
+}
+
+// Get returns the operation with id, from the archive if the registry
+// does not know it (O01 if neither does).
+func (r *Registry) Get(id string) (*Op, error) {
+	r.mu.Lock()
+	op, ok := r.ops[id]
+	archive := r.archive
+	r.mu.Unlock()
+	if ok {
+		return op, nil
+	}
+	if archive != nil {
+		if info, found := archive(id); found && info.ID == id {
+			op = r.ended(info)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if known, ok := r.ops[id]; ok {
+				return known, nil
+			}
+			r.ops[id] = op
+			r.prune()
+			return op, nil
+		}
+	}
+	return nil, errdefs.New(api.CodeNoOperation, "no operation %q", id)
 }
 
 // List returns every known operation, newest first.

@@ -255,3 +255,50 @@ func BenchmarkReport(b *testing.B) {
 		op.Report(p, "Fetched %d", i)
 	}
 }
+
+// An operation of an earlier cairnd, which the registry never ran, answers
+// from the archive: as it ended, with its one final event, its error
+// carrying its code; an id the archive does not know is O01.
+func TestArchiveAnswersForEarlierOperations(t *testing.T) {
+	r := NewRegistry(context.Background(), time.Now)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	asked := 0
+	r.SetArchive(func(id string) (api.Operation, bool) {
+		asked++
+		switch id {
+		case "undone":
+			return api.Operation{ID: id, Kind: "sandbox.fork", Status: api.OpFailure, UpdatedAt: at,
+				Error: &api.ErrorInfo{Code: api.CodeInterrupted, Message: "interrupted by a cairnd restart; undone"}}, true
+		case "done":
+			return api.Operation{ID: id, Kind: "sandbox.create", Status: api.OpSuccess, UpdatedAt: at}, true
+		}
+		return api.Operation{}, false
+	})
+	op, err := r.Get("undone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := op.Info(); info.Status != api.OpFailure || info.Error.Code != api.CodeInterrupted {
+		t.Errorf("undone: %+v", info)
+	}
+	evs := collect(t, op)
+	if len(evs) != 1 || evs[0].Type != api.EventError || !evs[0].Time.Equal(at) {
+		t.Errorf("undone: events %+v, want its error alone", evs)
+	}
+	if _, err := op.Wait(context.Background()); errdefs.CodeOf(err) != api.CodeInterrupted {
+		t.Errorf("undone: Wait = %v, want an O02 error", err)
+	}
+	if again, _ := r.Get("undone"); again != op || asked != 1 {
+		t.Errorf("a second Get asked the archive again (%d) or gave another op", asked)
+	}
+	op, err = r.Get("done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := collect(t, op); op.Info().Status != api.OpSuccess || len(evs) != 1 || evs[0].Type != api.EventComplete {
+		t.Errorf("done: %+v, events %+v", op.Info(), evs)
+	}
+	if _, err := r.Get("nothing"); errdefs.CodeOf(err) != api.CodeNoOperation {
+		t.Errorf("unknown id: %v, want O01", err)
+	}
+}

@@ -84,75 +84,103 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		}
 		releases = append(releases, release)
 	}
+	// The children's ids are chosen now, so that the journal says what
+	// the fork will make before it makes any of it.
+	children := make([]metadata.Sandbox, len(names))
+	for i, n := range names {
+		children[i] = metadata.Sandbox{ID: newID(), Name: n}
+	}
 	return m.cfg.Ops.Start("sandbox.fork", "sandbox/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer releaseAll()
-		if from.ID == "" {
-			// The parent is held only for the checkpoint's instant: it
-			// keeps running and changing meanwhile.
-			l, err := m.ex.queue(ctx, parent, purposeCheckpoint)
-			if err != nil {
-				return nil, err
-			}
-			cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
-			if err == nil {
-				op.Step(api.PhaseCheckpoint, "Checkpointing %s to fork it", name)
-				from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
-			}
-			m.ex.release(l)
-			if err != nil {
-				return nil, err
-			}
-		}
-		// Held throughout: the checkpoint's disk stays while the children
-		// are made from it.
-		held, err := m.cfg.Disks.Open(ctx, from, disks.PurposeRestore)
+		return m.journalled(ctx, op, acct, parent.ID, children, func() (any, error) {
+			return m.fork(ctx, op, acct, parent, from, children, req)
+		})
+	}), nil
+}
+
+// fork makes children (whose ids and names are set) from checkpoint from,
+// or from a new checkpoint of parent when from is the zero value. On
+// failure it removes the children it made.
+func (m *Manager) fork(ctx context.Context, op *operation.Op, acct metadata.Account, parent metadata.Sandbox, from metadata.Checkpoint, children []metadata.Sandbox, req api.ForkRequest) ([]api.Sandbox, error) {
+	name := parent.Name
+	if from.ID == "" {
+		// The parent is held only for the checkpoint's instant: it
+		// keeps running and changing meanwhile.
+		l, err := m.ex.queue(ctx, parent, purposeCheckpoint)
 		if err != nil {
 			return nil, err
 		}
-		defer held.Release()
-		mem := ""
-		if from.HasMemory && !req.DiskOnly {
-			if mem, err = held.MemoryImage(); err != nil {
-				return nil, err
-			}
+		cur, err := m.cfg.Store.SandboxByID(ctx, parent.ID)
+		if err == nil {
+			op.Step(api.PhaseCheckpoint, "Checkpointing %s to fork it", name)
+			from, _, err = m.checkpoint(ctx, cur, checkpointOpts{Trigger: api.TriggerFork, Comment: fmt.Sprintf("fork into %d", req.Count), Memory: req.Memory}, op)
 		}
-		makeRoot := func(root string) error { return held.Materialize(ctx, m.cfg.Pool, root) }
-		memory := func() (string, error) { return mem, nil }
-		children := make([]metadata.Sandbox, len(names))
-		errs := make([]error, len(names))
-		sem := make(chan struct{}, forkParallelism)
-		var wg sync.WaitGroup
-		for i, n := range names {
-			children[i] = m.childOf(acct, from, n, parent.ID)
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				errs[i] = m.create(ctx, op, children[i], makeRoot, memory)
-			})
+		m.ex.release(l)
+		if err != nil {
+			return nil, err
 		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				// All or nothing: remove the children that were made.
-				for j := range children {
-					if errs[j] == nil {
-						m.destroy(context.WithoutCancel(ctx), children[j])
-					}
+	}
+	// Held throughout: the checkpoint's disk stays while the children
+	// are made from it.
+	held, err := m.cfg.Disks.Open(ctx, from, disks.PurposeRestore)
+	if err != nil {
+		return nil, err
+	}
+	defer held.Release()
+	mem := ""
+	if from.HasMemory && !req.DiskOnly {
+		if mem, err = held.MemoryImage(); err != nil {
+			return nil, err
+		}
+	}
+	makeRoot := func(root string) error { return held.Materialize(ctx, m.cfg.Pool, root) }
+	memory := func() (string, error) { return mem, nil }
+	errs := make([]error, len(children))
+	sem := make(chan struct{}, forkParallelism)
+	var wg sync.WaitGroup
+	for i := range children {
+		id := children[i].ID
+		children[i] = m.childOf(acct, from, children[i].Name, parent.ID)
+		children[i].ID = id
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = m.create(ctx, op, children[i], makeRoot, memory)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			// All or nothing: remove the children that were made.
+			for j := range children {
+				if errs[j] == nil {
+					m.destroy(context.WithoutCancel(ctx), children[j])
 				}
-				return nil, fmt.Errorf("fork child %s: %w", names[i], err)
 			}
+			return nil, fmt.Errorf("fork child %s: %w", children[i].Name, err)
 		}
-		out := make([]api.Sandbox, 0, len(names))
-		for _, n := range names {
-			sb, err := m.cfg.Catalog.Get(ctx, account, n)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, sb)
+	}
+	out := make([]api.Sandbox, 0, len(children))
+	for _, c := range children {
+		sb, err := m.cfg.Catalog.Get(ctx, acct.Name, c.Name)
+		if err != nil {
+			m.destroyAll(ctx, children)
+			return nil, err
 		}
-		op.Step(api.PhaseDone, "Forked %s into %d sandboxes from %s", name, len(out), from.Seq)
-		return out, nil
-	}), nil
+		out = append(out, sb)
+	}
+	op.Step(api.PhaseDone, "Forked %s into %d sandboxes from %s", name, len(out), from.Seq)
+	return out, nil
+}
+
+// destroyAll removes every sandbox of children that exists (an undo).
+func (m *Manager) destroyAll(ctx context.Context, children []metadata.Sandbox) {
+	ctx = context.WithoutCancel(ctx)
+	for _, c := range children {
+		if _, err := m.cfg.Store.SandboxByID(ctx, c.ID); err == nil {
+			m.destroy(ctx, c)
+		}
+	}
 }
 
 // destroy stops and removes a sandbox this operation made.

@@ -64,16 +64,22 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()
-		op.Step(api.PhaseImage, "Preparing image %s", sb.Image)
-		imgPath, err := m.cfg.Images.EnsureWithProgress(ctx, sb.Image, op.Record)
-		if err != nil {
-			return nil, err
-		}
-		makeRoot := func(root string) error { return m.cfg.Pool.Snapshot(ctx, imgPath, root, false) }
-		if err := m.create(ctx, op, sb, makeRoot, nil); err != nil {
-			return nil, err
-		}
-		return m.cfg.Catalog.Get(ctx, account, sb.Name)
+		return m.journalled(ctx, op, acct, "", []metadata.Sandbox{sb}, func() (any, error) {
+			op.Step(api.PhaseImage, "Preparing image %s", sb.Image)
+			imgPath, err := m.cfg.Images.EnsureWithProgress(ctx, sb.Image, op.Record)
+			if err != nil {
+				return nil, err
+			}
+			makeRoot := func(root string) error { return m.cfg.Pool.Snapshot(ctx, imgPath, root, false) }
+			if err := m.create(ctx, op, sb, makeRoot, nil); err != nil {
+				return nil, err
+			}
+			out, err := m.cfg.Catalog.Get(ctx, account, sb.Name)
+			if err != nil {
+				m.destroy(context.WithoutCancel(ctx), sb)
+			}
+			return out, err
+		})
 	}), nil
 }
 

@@ -48,6 +48,11 @@ type Runtime interface {
 	Delete(ctx context.Context, id string) error
 	// List returns the ids of every container.
 	List(ctx context.Context) ([]string, error)
+	// SettleLaunches waits for the container starts a dead predecessor
+	// left running to end (or kills them), so that List then sees every
+	// container there will be; it returns how many there were. Called
+	// once, at start.
+	SettleLaunches(ctx context.Context) (int, error)
 	// Watch reports the death of a container's processes at once: one
 	// line saying which ended and how, then the channel closes; the end
 	// of ctx stops it (closed without a line).
@@ -93,6 +98,10 @@ type Config struct {
 	// DefaultDisk is the disk size of a sandbox created without one, in
 	// bytes (at most the pool's size); 0: no size of its own.
 	DefaultDisk int64
+	// HostID is this host's id: at start, Recover undoes the journalled
+	// operations that the earlier instances on this host left unfinished
+	// (see journal.go); "" undoes none.
+	HostID string
 }
 
 // Manager owns every sandbox of this host.

@@ -22,13 +22,18 @@ type recovery struct {
 }
 
 // recover brings the host in line with the metadata after cairnd starts:
-// it sweeps what no committed sandbox owns (containers, root subvolumes,
+// it undoes the operations a crash cut short (journal.go), sweeps what no committed sandbox owns (containers, root subvolumes,
 // host directories left by a crash mid-create or mid-delete), re-adopts the
 // containers that kept running while cairnd was away (their cairn-init dials
 // the re-opened agent socket again), resumes any left paused, and starts
 // again in the background the sandboxes that should run but do not (after a
 // host reboot). It blocks only for the sweep and the adoption.
 func (m *recovery) recover(ctx context.Context) error {
+	// Operations cut short first: their sandboxes lose their rows, and
+	// the sweep below removes the rest of them.
+	if err := m.undoJournal(ctx); err != nil {
+		return err
+	}
 	rows, err := m.cfg.Store.AllSandboxes(ctx)
 	if err != nil {
 		return err

@@ -260,14 +260,20 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 			}
 			return held.MemoryImage()
 		}
-		err := m.create(ctx, op, sb, makeRoot, memory)
-		if held != nil {
-			held.Release()
-		}
-		if err != nil {
-			return nil, err
-		}
-		return m.cfg.Catalog.Get(ctx, acct.Name, newName)
+		return m.journalled(ctx, op, acct, ck.SandboxID, []metadata.Sandbox{sb}, func() (any, error) {
+			err := m.create(ctx, op, sb, makeRoot, memory)
+			if held != nil {
+				held.Release()
+			}
+			if err != nil {
+				return nil, err
+			}
+			out, err := m.cfg.Catalog.Get(ctx, acct.Name, newName)
+			if err != nil {
+				m.destroy(context.WithoutCancel(ctx), sb)
+			}
+			return out, err
+		})
 	}), nil
 }
 

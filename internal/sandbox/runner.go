@@ -408,6 +408,11 @@ func (r *runner) settleContainers(ctx context.Context, sb metadata.Sandbox, name
 // area, swept when it opens). It returns the names of the remaining
 // containers by sandbox id.
 func (r *runner) sweep(ctx context.Context, known map[string]bool) (map[string][]string, error) {
+	// Starts a killed cairnd left under way would make containers after
+	// the list below.
+	if _, err := r.cfg.Runtime.SettleLaunches(ctx); err != nil {
+		return nil, err
+	}
 	names, err := r.cfg.Runtime.List(ctx)
 	if err != nil {
 		return nil, err

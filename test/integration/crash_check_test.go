@@ -59,6 +59,9 @@ func (r *crashRun) check(tr *trial) {
 		r.checkSurvivors(tr, name)
 		r.known[name] = r.checkBrowse(tr, name)
 	}
+	if tr.act == actFork {
+		r.checkFork(tr)
+	}
 	r.checkLog(tr)
 }
 
@@ -146,6 +149,8 @@ func (r *crashRun) checkSurvivors(tr *trial, name string) {
 				ok = tr.act == actCreate || (tr.act == actBrowse && !tr.browseDelete)
 			case api.TriggerRestore:
 				ok = tr.act == actRestore
+			case api.TriggerFork:
+				ok = tr.act == actFork
 			}
 		}
 		if !ok {
@@ -519,4 +524,69 @@ func (d *daemon) mountsUnder() []string {
 		out = append(out, f[4])
 	}
 	return out
+}
+
+// checkFork checks a fork trial: all of its children or none of them
+// exist after the restart (all if it answered), nothing of a child that
+// does not exist is left on the host (container, root, host directory),
+// and the operation, when the caller learnt its id, answers how it ended:
+// failed with O02 when it was undone. The children are deleted then, so
+// that the fork checkpoint they came from can be deleted by later trials.
+func (r *crashRun) checkFork(tr *trial) {
+	d := r.d
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	all, err := d.client.Sandboxes(ctx, "")
+	if err != nil {
+		r.fatalf(tr, "cairn list fails after the restart: %v", err)
+	}
+	ids := map[string]bool{}
+	var children []string
+	for _, sb := range all {
+		ids[sb.ID] = true
+		if strings.HasPrefix(sb.Name, forkPrefix(tr)+"-") {
+			children = append(children, sb.Name)
+		}
+	}
+	switch {
+	case tr.answered && len(children) != crashForkCount:
+		r.fatalf(tr, "the fork answered before the kill, but %d of its %d children exist after the restart: %v", len(children), crashForkCount, children)
+	case len(children) != 0 && len(children) != crashForkCount:
+		r.fatalf(tr, "after a kill during the fork %d of its %d children exist: %v; want all or none", len(children), crashForkCount, children)
+	}
+	for _, c := range d.containers() {
+		if id, _, _ := strings.Cut(c, "."); !ids[id] {
+			r.fatalf(tr, "after the restart runsc has container %s, of no sandbox", c)
+		}
+	}
+	for _, id := range d.poolEntries() {
+		if !ids[id] {
+			r.fatalf(tr, "after the restart the pool holds the root of %s, which is no sandbox", id)
+		}
+	}
+	dirs, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
+	for _, e := range dirs {
+		if !ids[e.Name()] {
+			r.fatalf(tr, "after the restart the host directory sandboxes/%s of no sandbox is left", e.Name())
+		}
+	}
+	if id := tr.answer.op; id != "" && !tr.answered {
+		op, err := d.client.Operation(ctx, id)
+		switch {
+		case len(children) == 0 && err != nil && !strings.Contains(err.Error(), api.CodeNoOperation):
+			r.fatalf(tr, "operation %s of the fork: %v", id, err)
+		case len(children) == 0 && err == nil && (op.Error == nil || op.Error.Code != api.CodeInterrupted):
+			r.fatalf(tr, "the fork cut short was undone, but its operation %s answers %+v, not failed with %s", id, op, api.CodeInterrupted)
+		case len(children) != 0 && (err != nil || op.Status != api.OpSuccess):
+			r.fatalf(tr, "the fork finished before the kill, but its operation %s answers %+v, %v, not success", id, op, err)
+		}
+		if err == nil {
+			r.stats.forkOutcomes[op.Status]++
+		}
+	}
+	for _, name := range children {
+		if _, err := d.cliErr("delete", name); err != nil {
+			r.fatalf(tr, "cairn delete %s (a child of the fork): %v", name, err)
+		}
+	}
 }

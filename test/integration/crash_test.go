@@ -49,11 +49,15 @@ const (
 	actDelete
 	actRestore
 	actBrowse
+	actFork
 	numActions
 )
 
+// crashForkCount is how many children a fork trial asks for.
+const crashForkCount = 3
+
 func (a crashAction) String() string {
-	return [...]string{"checkpoint create", "checkpoint delete", "restore in place", "browse refresh"}[a]
+	return [...]string{"checkpoint create", "checkpoint delete", "restore in place", "browse refresh", "fork"}[a]
 }
 
 // trial is one crash trial: what runs, through what, and when cairnd is
@@ -78,6 +82,7 @@ type trial struct {
 type crashAnswer struct {
 	err     error
 	created string // the id of the checkpoint a create answered
+	op      string // the id of a fork's operation, once cairnd gave it
 }
 
 func (tr *trial) String() string {
@@ -94,6 +99,8 @@ func (tr *trial) String() string {
 		what += " (after checkpoint delete " + tr.target.ID + ")"
 	case tr.act == actBrowse:
 		what += " (after checkpoint create)"
+	case tr.act == actFork:
+		what += fmt.Sprintf(" --count %d --name-prefix %s", crashForkCount, forkPrefix(tr))
 	}
 	via := "Go client"
 	if tr.viaCLI {
@@ -131,6 +138,7 @@ type crashRun struct {
 type crashStats struct {
 	trials, mid, after, viaCLI [numActions]int
 	memory                     int
+	forkOutcomes               map[string]int // what cut-short forks' operations answered, by status
 	daemonRestarts             int
 	adopted, restartedByCairnd int // sandboxes, at cairnd's start, from its log
 	restartedByTest            int // sandboxes found stopped and started again
@@ -170,7 +178,7 @@ func TestCrashTrials(t *testing.T) {
 		written: map[string][]string{},
 		cur:     map[string]string{},
 		known:   map[string][]api.Checkpoint{},
-		stats:   crashStats{logWarnings: map[string]int{}, start: time.Now()},
+		stats:   crashStats{logWarnings: map[string]int{}, forkOutcomes: map[string]int{}, start: time.Now()},
 	}
 	defer r.report()
 	r.setUp()
@@ -256,7 +264,7 @@ func (r *crashRun) pick(n int) *trial {
 	}
 	full := len(cks) >= crashMaxCheckpoints
 	switch tr.act {
-	case actCreate:
+	case actCreate, actFork:
 		if full && len(deletable) > 0 {
 			tr.act = actDelete
 		}
@@ -357,9 +365,14 @@ func opOf(tr *trial) string {
 		return "checkpoint delete " + tr.target.ID
 	case tr.act == actRestore:
 		return "restore in place " + tr.target.ID
+	case tr.act == actFork:
+		return "fork"
 	}
 	return "checkpoint create"
 }
+
+// forkPrefix is the name prefix of a fork trial's children.
+func forkPrefix(tr *trial) string { return fmt.Sprintf("f%d", tr.n) }
 
 // operate asks for the trial's operation and returns its answer. It runs
 // on its own goroutine: it must not fail the test.
@@ -383,6 +396,25 @@ func (r *crashRun) operate(tr *trial) crashAnswer {
 			_, err = c.WaitSandbox(ctx, op, nil)
 		}
 		return crashAnswer{err: err}
+	case tr.act == actFork:
+		req := api.ForkRequest{Count: crashForkCount, NamePrefix: forkPrefix(tr)}
+		if tr.viaCLI {
+			out, err := r.d.cliErr("--json", "fork", name, "--count", strconv.Itoa(req.Count), "--name-prefix", req.NamePrefix)
+			var lost struct {
+				Error struct {
+					Operation string `json:"operation"`
+				} `json:"error"`
+			}
+			if err != nil {
+				json.Unmarshal([]byte(out), &lost)
+			}
+			return crashAnswer{err: err, op: lost.Error.Operation}
+		}
+		op, err := c.Fork(ctx, name, req)
+		if err == nil {
+			_, err = c.WaitSandboxes(ctx, op, nil)
+		}
+		return crashAnswer{err: err, op: op.ID}
 	}
 	var ck api.Checkpoint
 	if tr.viaCLI {
@@ -524,6 +556,7 @@ func (r *crashRun) report() {
 		t.Logf("  %-18s %3d trials (%d via the CLI): %d killed mid-operation, %d after the answer", a, s.trials[a], s.viaCLI[a], s.mid[a], s.after[a])
 	}
 	t.Logf("  memory checkpoints asked for: %d", s.memory)
+	t.Logf("  forks cut short whose operation answered after the restart: %v", s.forkOutcomes)
 	t.Logf("  cairnd restarts: %d; sandboxes adopted at start: %d, started again by cairnd: %d, found stopped and started by the test: %d",
 		s.daemonRestarts, s.adopted, s.restartedByCairnd, s.restartedByTest)
 	for _, f := range []struct {

@@ -89,6 +89,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SetInsidePolicy", testSetInsidePolicy},
 		{"CheckpointFromInside", testCheckpointFromInside},
 		{"KeepCheckpoint", testKeepCheckpoint},
+		{"Journal", testJournal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

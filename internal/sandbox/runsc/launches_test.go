@@ -1,0 +1,42 @@
+package runsc
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// A launch of this state root left running (by a killed cairnd) is waited
+// for; one of another state root is not.
+func TestSettleLaunchesWaitsForLeftovers(t *testing.T) {
+	r := New("/nonexistent/runsc", t.TempDir())
+	other := exec.Command("sh", "-c", "sleep 5", "--root="+t.TempDir(), "--detach")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	if n, err := r.SettleLaunches(context.Background()); n != 0 || err != nil {
+		t.Fatalf("SettleLaunches with another root's launch only = %d, %v; want 0", n, err)
+	}
+
+	left := exec.Command("sh", "-c", "sleep 0.5", "--root="+r.stateRoot, "--detach")
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { left.Wait(); close(exited) }()
+	t0 := time.Now()
+	n, err := r.SettleLaunches(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("SettleLaunches = %d, %v; want 1", n, err)
+	}
+	if d := time.Since(t0); d < 300*time.Millisecond {
+		t.Errorf("SettleLaunches returned after %v, before the launch ended", d)
+	}
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Second):
+		t.Error("the launch still runs after SettleLaunches returned")
+	}
+}
