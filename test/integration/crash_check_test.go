@@ -80,8 +80,11 @@ func (r *crashRun) execMark(tr *trial, name string) string {
 	if ierr != nil {
 		r.fatalf(tr, "sandbox %s does not answer exec within %v after the restart (%v), and cairn info fails: %v", name, crashExecDeadline, err, ierr)
 	}
+	if sb.State == api.StateCrashed {
+		return r.crashedMark(tr, name, sb, err)
+	}
 	if sb.State != api.StateStopped {
-		r.fatalf(tr, "sandbox %s does not answer exec within %v after the restart, and is %s (not stopped; agent connected: %v, container %s): %v",
+		r.fatalf(tr, "sandbox %s does not answer exec within %v after the restart, and is %s (not stopped or crashed; agent connected: %v, container %s): %v",
 			name, crashExecDeadline, sb.State, sb.AgentConnected, sb.Container, err)
 	}
 	var reasons []string
@@ -105,6 +108,34 @@ func (r *crashRun) execMark(tr *trial, name string) string {
 	}
 	return strings.TrimSpace(out)
 }
+
+// crashedMark handles a sandbox found crashed after a restart (its
+// processes died with the killed cairnd's work, e.g. a container a restore
+// was starting): it must say why, and its restart policy (on-failure)
+// must bring it back from its disk within crashRestartDeadline.
+func (r *crashRun) crashedMark(tr *trial, name string, sb api.Sandbox, execErr error) string {
+	if sb.LastCrash == nil || sb.LastCrash.What == "" {
+		r.fatalf(tr, "sandbox %s is crashed after the restart without a reason (exec: %v)", name, execErr)
+	}
+	r.t.Logf("%s: sandbox %s is crashed after the restart (%s); waiting for cairnd to start it again", tr, name, sb.LastCrash.What)
+	r.stats.crashedRestarted++
+	deadline := time.Now().Add(crashRestartDeadline)
+	for {
+		out, err := r.d.execOut(crashExecDeadline, name, "cat", "/root/mark")
+		if err == nil {
+			return strings.TrimSpace(out)
+		}
+		if time.Now().After(deadline) {
+			r.fatalf(tr, "sandbox %s, crashed after the restart (%s), is not running again from its disk within %v: %v",
+				name, sb.LastCrash.What, crashRestartDeadline, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// crashRestartDeadline bounds how long a crashed sandbox may take to be
+// started again by its restart policy (first delay 1 s, then a start).
+const crashRestartDeadline = 20 * time.Second
 
 // checkSurvivors compares sandbox name's checkpoints with those before the
 // trial: none went but the one deleted, an acknowledged create or delete

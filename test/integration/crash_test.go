@@ -142,6 +142,7 @@ type crashStats struct {
 	daemonRestarts             int
 	adopted, restartedByCairnd int // sandboxes, at cairnd's start, from its log
 	restartedByTest            int // sandboxes found stopped and started again
+	crashedRestarted           int // sandboxes found crashed and started again by their policy
 	restoreRounds, restores    int
 	restoreTime                time.Duration
 	trialTimes                 []time.Duration // each trial, from its pick to the end of its checks
@@ -557,8 +558,8 @@ func (r *crashRun) report() {
 	}
 	t.Logf("  memory checkpoints asked for: %d", s.memory)
 	t.Logf("  forks cut short whose operation answered after the restart: %v", s.forkOutcomes)
-	t.Logf("  cairnd restarts: %d; sandboxes adopted at start: %d, started again by cairnd: %d, found stopped and started by the test: %d",
-		s.daemonRestarts, s.adopted, s.restartedByCairnd, s.restartedByTest)
+	t.Logf("  cairnd restarts: %d; sandboxes adopted at start: %d, started again by cairnd: %d, found stopped and started by the test: %d, found crashed and started again by their policy: %d",
+		s.daemonRestarts, s.adopted, s.restartedByCairnd, s.restartedByTest, s.crashedRestarted)
 	for _, f := range []struct {
 		what  string
 		times []time.Duration
