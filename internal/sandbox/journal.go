@@ -23,7 +23,7 @@ import (
 // source, a fork's checkpoint, stays as an ordinary checkpoint), marks it
 // undone, and the operation's id answers, failed with O02, for as long as
 // the journal keeps it (journalKeep), like every journalled operation
-// that ended (ArchivedOperation). See docs/reliability-journal.md.
+// that ended (ArchivedOperation). See docs/reliability.md.
 
 // journalKeep is how long ended journal entries stay, so that the client
 // of an interrupted operation can still learn how it ended.
