@@ -474,7 +474,7 @@ func (r *crashRun) deleteAll() {
 		case !s.SandboxDeleted:
 			r.failf("at the end", len(r.history), "snapshot list shows %s of %s as of a sandbox that exists; every sandbox was deleted", s.ID, s.Sandbox)
 		case before:
-		case s.Trigger == api.TriggerDelete && s.Sandbox == crashTmp:
+		case s.Trigger == api.TriggerDelete && (s.Sandbox == crashTmp || r.forkChildren[s.Sandbox]):
 			tmpFinals++
 		case s.Trigger == api.TriggerDelete && slices.Contains(r.names, s.Sandbox):
 			finals++
@@ -616,6 +616,10 @@ func (r *crashRun) checkFork(tr *trial) {
 		}
 	}
 	for _, name := range children {
+		if sb, err := d.client.Sandbox(ctx, name); err == nil {
+			r.tmpIDs = append(r.tmpIDs, sb.ID)
+		}
+		r.forkChildren[name] = true // its final checkpoint stays 14 days, as any deleted sandbox's
 		if _, err := d.cliErr("delete", name); err != nil {
 			r.fatalf(tr, "cairn delete %s (a child of the fork): %v", name, err)
 		}

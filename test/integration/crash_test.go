@@ -130,8 +130,11 @@ type crashRun struct {
 	cur     map[string]string           // sandbox → its /root/mark now
 	known   map[string][]api.Checkpoint // sandbox → its checkpoints at the last check
 	history []string                    // the trials so far, for failure messages
-	tmpIDs  []string                    // ids of the restore-as-new sandboxes
-	stats   crashStats
+	tmpIDs  []string                    // ids of the restore-as-new sandboxes and the fork children
+	// forkChildren are the names of the children of forks that finished
+	// before their kill; the test deleted them after checking.
+	forkChildren map[string]bool
+	stats        crashStats
 }
 
 // crashStats are the run's figures, printed at its end.
@@ -173,13 +176,14 @@ func TestCrashTrials(t *testing.T) {
 	d := startDaemon(t)
 	r := &crashRun{
 		t: t, d: d, rng: rand.New(rand.NewSource(seed)), seed: seed,
-		names:   []string{"crash-a", "crash-b"},
-		marks:   map[string]string{},
-		pending: map[string][]string{},
-		written: map[string][]string{},
-		cur:     map[string]string{},
-		known:   map[string][]api.Checkpoint{},
-		stats:   crashStats{logWarnings: map[string]int{}, forkOutcomes: map[string]int{}, start: time.Now()},
+		names:        []string{"crash-a", "crash-b"},
+		marks:        map[string]string{},
+		pending:      map[string][]string{},
+		written:      map[string][]string{},
+		cur:          map[string]string{},
+		known:        map[string][]api.Checkpoint{},
+		forkChildren: map[string]bool{},
+		stats:        crashStats{logWarnings: map[string]int{}, forkOutcomes: map[string]int{}, start: time.Now()},
 	}
 	defer r.report()
 	r.setUp()
