@@ -95,6 +95,10 @@ type Service struct {
 	repairing string              // the location being brought up to date
 	holders   map[string][]string // manifest → locations holding it (refreshHolders)
 	kept      int                 // manifests no row names and none queued, as last logged
+	// gcDue says a delete did not reach every location: once they all
+	// answer, a garbage collection frees there what the delete freed in
+	// the others (see collectIfDue).
+	gcDue bool
 
 	// Set once the repository is open: what a key slot is made of, for a
 	// location that lacks one.
@@ -209,7 +213,36 @@ func (s *Service) step(ctx context.Context) bool {
 		return true
 	}
 	s.repairLagging(ctx, r)
+	s.collectIfDue(ctx, r)
 	return false
+}
+
+// collectIfDue runs a garbage collection once every location answers
+// after a delete that missed one of them. Repair gives the returning
+// location the tombstones, but its head keeps the index segments it had,
+// so the packs only the deleted checkpoints used would stay there, still
+// listed, until some later delete.
+func (s *Service) collectIfDue(ctx context.Context, r *repo.Repository) {
+	s.mu.Lock()
+	due := s.gcDue
+	s.mu.Unlock()
+	if !due || len(r.Unavailable()) > 0 {
+		return
+	}
+	start := s.now()
+	err := r.GC(ctx)
+	if errors.Is(err, repo.ErrConflict) {
+		s.reload(ctx, r)
+	}
+	if err != nil {
+		slog.Warn("off-site: garbage collection after a partial delete", "err", errText(err))
+		s.noteLocationErrors(r)
+		return
+	}
+	s.mu.Lock()
+	s.gcDue = false
+	s.mu.Unlock()
+	slog.Info("off-site: garbage collected after a partial delete", "took", s.now().Sub(start).Round(time.Millisecond))
 }
 
 // ensureRepo opens (or, on first use, creates) the repository; nil while
@@ -439,6 +472,9 @@ func (s *Service) deleteQueued(ctx context.Context, r *repo.Repository, cks []me
 		if err != nil {
 			slog.Warn("off-site: delete", "manifests", len(drop), "err", err)
 			s.noteLocationErrors(r)
+			s.mu.Lock()
+			s.gcDue = true
+			s.mu.Unlock()
 			return
 		}
 		slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
