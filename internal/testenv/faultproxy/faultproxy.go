@@ -353,6 +353,7 @@ func (p *Proxy) handle(client net.Conn) {
 	defer p.untrack(client)
 	defer client.Close()
 	if !p.hangIfParted() {
+		p.count(func(s *Stats) { s.PartitionDrops++ })
 		reset(client)
 		return
 	}
