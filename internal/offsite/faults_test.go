@@ -400,7 +400,8 @@ func TestFaultsDeleteWhileALocationIsPartitioned(t *testing.T) {
 }
 
 // A restore while reads fail gives the exact data, from either location,
-// or fails with R04/R01: never other bytes.
+// or fails with R01 (a location did not answer: try again); R04 is for
+// data damaged in every location. Never other bytes.
 func TestFaultsRestoreGivesTheDataOrAClearError(t *testing.T) {
 	f := newFaulty(t)
 	f.run()
@@ -441,8 +442,8 @@ func TestFaultsRestoreGivesTheDataOrAClearError(t *testing.T) {
 		case err == nil:
 		case tc.must:
 			t.Errorf("%s: the restore failed with a location intact: %v", tc.name, err)
-		case code != api.CodeOffsiteFailed && code != api.CodeOffsiteUnavailable:
-			t.Errorf("%s: error without R04/R01: %v", tc.name, err)
+		case code != api.CodeOffsiteUnavailable:
+			t.Errorf("%s: error without R01: %v", tc.name, err)
 		}
 		for i := range 2 {
 			f.proxy[i].Clear()
@@ -451,4 +452,23 @@ func TestFaultsRestoreGivesTheDataOrAClearError(t *testing.T) {
 	f.logStats("restore")
 	f.waitAll("uploaded ×2", time.Minute, "c1")
 	f.verifyClean()
+
+	// Every copy of the packs damaged, all locations answering: R04.
+	for i := range 2 {
+		packs, _ := filepath.Glob(filepath.Join(f.srv[i].Dir(), f.srv[i].Config.Bucket, "packs", "*"))
+		for _, p := range packs {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 1
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err := f.restoreExact("c1", files)
+	if code := errdefs.CodeOf(err); code != api.CodeOffsiteFailed {
+		t.Fatalf("restore with every copy damaged: %v", err)
+	}
 }

@@ -128,6 +128,11 @@ func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir strin
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, repo.ErrUnreachable) {
+			// Not damage: a location failed to answer. Later may work.
+			return errdefs.New(api.CodeOffsiteUnavailable, "restore of checkpoint %s/%s from off-site failed: the locations could not be read now (try again): %s",
+				ck.SandboxName, ck.Seq, errText(err))
+		}
 		return errdefs.New(api.CodeOffsiteFailed, "restore of checkpoint %s/%s from off-site failed: %v", ck.SandboxName, ck.Seq, err)
 	}
 	return nil
