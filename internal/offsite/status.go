@@ -57,10 +57,12 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 		switch {
 		case slices.Contains(holders, name):
 			loc.State = api.OffsiteUploaded
+		case s.locErr[name] != nil:
+			// Failed until a repair of it succeeds: a retry that runs is
+			// no reason to show it uploading.
+			loc.State, loc.Error = api.OffsiteFailed, errText(s.locErr[name])
 		case s.repairing == name:
 			loc.State = api.OffsiteUploading
-		case s.locErr[name] != nil:
-			loc.State, loc.Error = api.OffsiteFailed, errText(s.locErr[name])
 		}
 		d.Locations = append(d.Locations, loc)
 	}
