@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION) -X github.com/cairn-sandbox/cairn/internal/cli.Version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 
-.PHONY: build deps test-deps run test crash-trials fuzz lint bench clean
+.PHONY: build deps test-deps run test crash-trials fault-trials fuzz lint bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init ./cmd/cairn-env
@@ -32,6 +32,15 @@ test: test-deps build lint
 CAIRN_CRASH_TRIALS ?= 400
 crash-trials: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin CAIRN_CRASH_TRIALS=$(CAIRN_CRASH_TRIALS) $(GO) test -count=1 -timeout 90m -v -run '^TestCrashTrials$$' ./test/integration
+
+# The off-site storage-fault tests with long partitions: one location cut
+# off for CAIRN_FAULT_PARTITION while the other is flaky (`make test` cuts it
+# off for seconds). CAIRN_FAULT_SEED=N changes which requests the proxies
+# fault. What they hold: docs/reliability-faults.md.
+CAIRN_FAULT_PARTITION ?= 2m
+fault-trials: test-deps build
+	CAIRN_BIN=$(CURDIR)/bin CAIRN_FAULT_PARTITION=$(CAIRN_FAULT_PARTITION) $(GO) test -count=1 -timeout 60m -v \
+		-run '^(TestFaults.*|TestOffsiteStorageFaults)$$' ./internal/offsite ./test/integration
 
 # The fuzz targets, each for FUZZTIME (go test -fuzz runs one target at a
 # time). What they hold and where their seeds are: docs/security-output.md.

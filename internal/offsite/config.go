@@ -119,6 +119,9 @@ func (cfg Config) WithDefaults(dataDir string) (Config, error) {
 var (
 	callRetry       = retry.Policy{Attempts: 3, Initial: 200 * time.Millisecond, Max: 2 * time.Second}
 	concurrentCalls = 4
+	// s3StallTimeout is how long an S3 call may go without a byte moving
+	// before it fails (see s3.Config.StallTimeout).
+	s3StallTimeout = 30 * time.Second
 )
 
 // open returns the repository locations of cfg.
@@ -132,7 +135,8 @@ func (cfg Config) open() ([]repo.Location, error) {
 			b = &lazyBackend{open: func() (backend.Backend, error) { return local.New(dir) }}
 		} else {
 			b, err = s3.New(s3.Config{Endpoint: l.S3.Endpoint, Secure: l.S3.Secure, Region: l.S3.Region,
-				Bucket: l.S3.Bucket, Prefix: l.S3.Prefix, AccessKey: l.S3.AccessKey, SecretKey: l.S3.SecretKey})
+				Bucket: l.S3.Bucket, Prefix: l.S3.Prefix, AccessKey: l.S3.AccessKey, SecretKey: l.S3.SecretKey,
+				StallTimeout: s3StallTimeout})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("location %s: %w", l.Name, err)

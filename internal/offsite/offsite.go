@@ -95,6 +95,10 @@ type Service struct {
 	repairing string              // the location being brought up to date
 	holders   map[string][]string // manifest → locations holding it (refreshHolders)
 	kept      int                 // manifests no row names and none queued, as last logged
+	// gcDue says a delete did not reach every location: once they all
+	// answer, a garbage collection frees there what the delete freed in
+	// the others (see collectIfDue).
+	gcDue bool
 
 	// Set once the repository is open: what a key slot is made of, for a
 	// location that lacks one.
@@ -176,7 +180,7 @@ func (s *Service) Run(ctx context.Context) {
 	}
 	for {
 		more := s.step(ctx)
-		wait := pollInterval
+		wait := s.untilDue()
 		if more {
 			wait = 0
 		}
@@ -187,6 +191,32 @@ func (s *Service) Run(ctx context.Context) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// untilDue is how long the queue may sleep: until the next retry of a
+// failed upload, location or repository open is due, at most
+// pollInterval. (Sleeping a whole pollInterval past a backoff of 1 s
+// would make every retry wait 5 s.)
+func (s *Service) untilDue() time.Duration {
+	now := s.now()
+	wait := pollInterval
+	due := func(b *backoff) { wait = min(wait, max(b.next.Sub(now), 0)) }
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.repo == nil {
+		due(&s.openRetry)
+	}
+	for _, f := range s.ckFail {
+		if !f.final {
+			due(&f.retry)
+		}
+	}
+	for name := range s.locErr {
+		if b := s.locRetry[name]; b != nil {
+			due(b)
+		}
+	}
+	return wait
 }
 
 // step does one piece of work and reports whether more is waiting.
@@ -209,7 +239,37 @@ func (s *Service) step(ctx context.Context) bool {
 		return true
 	}
 	s.repairLagging(ctx, r)
+	s.collectIfDue(ctx, r)
 	return false
+}
+
+// collectIfDue runs a garbage collection once every location answers
+// after a delete that missed one of them. Repair gives the returning
+// location the tombstones, but its head keeps the index segments it had,
+// so the packs only the deleted checkpoints used would stay there, still
+// listed, until some later delete.
+func (s *Service) collectIfDue(ctx context.Context, r *repo.Repository) {
+	s.mu.Lock()
+	due := s.gcDue
+	s.mu.Unlock()
+	if !due || len(r.Unavailable()) > 0 {
+		return
+	}
+	start := s.now()
+	before := r.Unavailable()
+	err := r.GC(ctx)
+	if errors.Is(err, repo.ErrConflict) {
+		s.reload(ctx, r)
+	}
+	if err != nil {
+		slog.Warn("off-site: garbage collection after a partial delete", "err", errText(err))
+		s.noteLocationErrors(r, before)
+		return
+	}
+	s.mu.Lock()
+	s.gcDue = false
+	s.mu.Unlock()
+	slog.Info("off-site: garbage collected after a partial delete", "took", s.now().Sub(start).Round(time.Millisecond))
 }
 
 // ensureRepo opens (or, on first use, creates) the repository; nil while
@@ -432,13 +492,17 @@ func (s *Service) deleteQueued(ctx context.Context, r *repo.Repository, cks []me
 	}
 	if len(drop) > 0 {
 		start := s.now()
+		before := r.Unavailable()
 		err := r.Delete(ctx, drop...)
 		if errors.Is(err, repo.ErrConflict) {
 			s.reload(ctx, r)
 		}
 		if err != nil {
 			slog.Warn("off-site: delete", "manifests", len(drop), "err", err)
-			s.noteLocationErrors(r)
+			s.noteLocationErrors(r, before)
+			s.mu.Lock()
+			s.gcDue = true
+			s.mu.Unlock()
 			return
 		}
 		slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
@@ -552,12 +616,15 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 		defer s.mu.Unlock()
 		s.upload.prog = progressOf(st, total, start, s.now())
 	}
+	before := r.Unavailable()
 	ref, st, err := r.Backup(ctx, dir, opts)
 	s.mu.Lock()
 	s.upload = nil
 	for name, e := range st.Failed {
 		s.locErr[name] = e
-		s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+		if _, skipped := before[name]; !skipped {
+			s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -668,14 +735,21 @@ func (s *Service) retryOf(location string) *backoff {
 }
 
 // noteLocationErrors records the locations that a failed repository call
-// could not reach.
-func (s *Service) noteLocationErrors(r *repo.Repository) {
+// could not reach. Only those that failed in it (not in before, what was
+// unavailable when it began) count as a failed attempt: the call left the
+// others out, and pushing their backoff back at every call would keep
+// repairLagging, which alone makes them usable again, from ever trying
+// them (an upload queue that fails at once on every step, with both
+// locations out, would never recover).
+func (s *Service) noteLocationErrors(r *repo.Repository, before map[string]error) {
 	unavailable := r.Unavailable()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name, e := range unavailable {
 		s.locErr[name] = e
-		s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+		if _, skipped := before[name]; !skipped {
+			s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
+		}
 	}
 }
 

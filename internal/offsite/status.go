@@ -57,10 +57,12 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 		switch {
 		case slices.Contains(holders, name):
 			loc.State = api.OffsiteUploaded
+		case s.locErr[name] != nil:
+			// Failed until a repair of it succeeds: a retry that runs is
+			// no reason to show it uploading.
+			loc.State, loc.Error = api.OffsiteFailed, errText(s.locErr[name])
 		case s.repairing == name:
 			loc.State = api.OffsiteUploading
-		case s.locErr[name] != nil:
-			loc.State, loc.Error = api.OffsiteFailed, errText(s.locErr[name])
 		}
 		d.Locations = append(d.Locations, loc)
 	}
@@ -127,6 +129,11 @@ func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir strin
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, repo.ErrUnreachable) {
+			// Not damage: a location failed to answer. Later may work.
+			return errdefs.New(api.CodeOffsiteUnavailable, "restore of checkpoint %s/%s from off-site failed: the locations could not be read now (try again): %s",
+				ck.SandboxName, ck.Seq, errText(err))
 		}
 		return errdefs.New(api.CodeOffsiteFailed, "restore of checkpoint %s/%s from off-site failed: %v", ck.SandboxName, ck.Seq, err)
 	}

@@ -113,7 +113,32 @@ func (r *Repository) collect(ctx context.Context, drop map[string]bool) error {
 			rw.targets[l] = true
 		}
 	}
-	if err := rw.run(ctx, rewrite, live); err != nil {
+	// A live blob that every target keeps in another pack is not copied
+	// again: a location repaired after missing a delete lists both the
+	// pack the delete rewrote and the rewritten one.
+	carry := map[crypto.ID]bool{}
+	for id := range live {
+		carry[id] = true
+	}
+	for l := range rw.targets {
+		kept := map[crypto.ID]bool{}
+		for p := range r.packsOf(l) {
+			if !gone[p] {
+				for _, e := range r.packs[p].Entries {
+					kept[e.ID] = true
+				}
+			}
+		}
+		for id := range carry {
+			if kept[id] {
+				delete(carry, id)
+			}
+		}
+	}
+	if len(rw.targets) == 0 {
+		carry = live
+	}
+	if err := rw.run(ctx, rewrite, carry); err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
 	var errs []error

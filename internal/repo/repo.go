@@ -64,7 +64,23 @@ var (
 	// it: another writer committed there. Nothing was committed or deleted in
 	// that location; Reload reads the current state.
 	ErrConflict = errors.New("another writer changed the repository; reopen it")
+	// ErrUnreachable means an object could not be read because a location
+	// failed to answer (unreachable, a server error, a cut answer), not
+	// because every copy is damaged or missing: trying again may succeed.
+	ErrUnreachable = errors.New("a location failed to answer")
 )
+
+// readFailure is the error of an object that no location gave intact:
+// each location's error, and ErrUnreachable among them unless each says
+// the copy is damaged (crypto.ErrAuth) or missing.
+func readFailure(what string, errs []error) error {
+	for _, err := range errs {
+		if !errors.Is(err, crypto.ErrAuth) && !errors.Is(err, backend.ErrNotFound) {
+			return fmt.Errorf("%s: %w: %w", what, ErrUnreachable, errors.Join(errs...))
+		}
+	}
+	return fmt.Errorf("%s: %w", what, errors.Join(errs...))
+}
 
 // Location is one of an account's object stores.
 type Location struct {
@@ -562,7 +578,7 @@ func (r *Repository) loadManifest(ctx context.Context, ref ManifestRef) ([]byte,
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
 	}
-	return nil, fmt.Errorf("manifest %s: %w", ref.ID, errors.Join(errs...))
+	return nil, readFailure("manifest "+ref.ID, errs)
 }
 
 // loadPack returns a pack from the first location whose copy matches its
@@ -579,5 +595,5 @@ func (r *Repository) loadPack(ctx context.Context, name string) ([]byte, error) 
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
 	}
-	return nil, fmt.Errorf("pack %s: %w", name, errors.Join(errs...))
+	return nil, readFailure("pack "+name, errs)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -30,6 +31,10 @@ type Config struct {
 	Prefix    string // optional, e.g. a random per-account string; never the account id
 	AccessKey string
 	SecretKey string
+	// StallTimeout fails a call once no byte moved on its connection,
+	// either way, for this long (default DefaultStallTimeout): a server
+	// that stops answering fails the call instead of holding it.
+	StallTimeout time.Duration
 }
 
 // Backend stores objects in a bucket.
@@ -44,7 +49,16 @@ var _ backend.Backend = (*Backend)(nil)
 
 // New returns a Backend for cfg. It does not contact the server.
 func New(cfg Config) (*Backend, error) {
+	stall := cfg.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	tr, err := transport(cfg.Secure, stall)
+	if err != nil {
+		return nil, fmt.Errorf("s3 backend: %w", err)
+	}
 	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Transport:    tr,
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
 		Secure:       cfg.Secure,
 		Region:       cfg.Region,
