@@ -36,7 +36,7 @@ crash-trials: test-deps build
 # The off-site storage-fault tests with long partitions: one location cut
 # off for CAIRN_FAULT_PARTITION while the other is flaky (`make test` cuts it
 # off for seconds). CAIRN_FAULT_SEED=N changes which requests the proxies
-# fault. What they hold: docs/reliability-faults.md.
+# fault. What they hold: docs/reliability.md.
 CAIRN_FAULT_PARTITION ?= 2m
 fault-trials: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin CAIRN_FAULT_PARTITION=$(CAIRN_FAULT_PARTITION) $(GO) test -count=1 -timeout 60m -v \

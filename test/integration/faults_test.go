@@ -63,7 +63,7 @@ func (d *daemon) offsiteStates(name string) map[string]string {
 	return out
 }
 
-// Off-site storage that misbehaves (docs/reliability-faults.md): one
+// Off-site storage that misbehaves (docs/reliability.md): one
 // location flaky (5xx, resets, cut bodies), the other cut off; checkpoints,
 // a delete and a restore go on meanwhile. The states never claim ×2 for
 // what the cut-off location cannot hold, a restore gives the exact tree or
