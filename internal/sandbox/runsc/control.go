@@ -104,6 +104,19 @@ func (c *containerState) isSandboxRoot(id string) bool {
 	return c.ID == id && c.Sandbox != nil && c.Sandbox.ID == id
 }
 
+// readState reads and parses the state file runsc keeps for container id.
+func (r *Runsc) readState(id string) (containerState, error) {
+	base, err := r.stateBase(id)
+	if err != nil {
+		return containerState{}, err
+	}
+	raw, err := os.ReadFile(base + ".state")
+	if err != nil {
+		return containerState{}, err
+	}
+	return parseState(raw, base+".state", id)
+}
+
 // stateBase is the path, less its ".state" or ".lock" extension, of
 // container id's state file. cairn's containers are each the root
 // container of their own sandbox, which runsc names "<id>_sandbox:<id>"

@@ -44,15 +44,7 @@ func (r *Runsc) killProcesses(ctx context.Context, id string) error {
 // syscall.ESRCH, or os.ErrNotExist without a state file), or could not all
 // be found or signalled. The container itself remains until Delete.
 func (r *Runsc) KillProcesses(ctx context.Context, id string) (wait func(context.Context) error, err error) {
-	base, err := r.stateBase(id)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(base + ".state")
-	if err != nil {
-		return nil, err
-	}
-	st, err := parseState(raw, base+".state", id)
+	st, err := r.readState(id)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,15 +17,7 @@ import (
 // the watch: the channel is closed without a line. A process already gone
 // is reported at once.
 func (r *Runsc) Watch(ctx context.Context, id string) (<-chan string, error) {
-	base, err := r.stateBase(id)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(base + ".state")
-	if err != nil {
-		return nil, err
-	}
-	st, err := parseState(raw, base+".state", id)
+	st, err := r.readState(id)
 	if err != nil {
 		return nil, err
 	}
