@@ -46,7 +46,10 @@ type JournalEntry struct {
 	AccountID int64
 	SandboxID string         // the sandbox it works on; "" for none
 	Children  []JournalChild // the sandboxes it makes, known before the first exists
-	State     JournalState
+	// Detail is what recovery needs to know of an operation of this kind
+	// beyond its children, as the kind encodes it (JSON); "" for none.
+	Detail string
+	State  JournalState
 	// Code and Message say why it failed or what was undone (an API
 	// error code and text); "" while running or done.
 	Code      string

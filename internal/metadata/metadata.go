@@ -722,6 +722,10 @@ type Store interface {
 	// error code and message, and sets UpdatedAt to now. ErrNotFound if there is no such
 	// entry. Finishing an entry again replaces its state and message.
 	FinishJournal(ctx context.Context, id string, state JournalState, code, message string) error
+	// NoteJournal replaces the detail of the running entry with that id
+	// (how far the operation got, for recovery) and sets UpdatedAt to now.
+	// ErrNotFound if there is no such entry, ErrConflict if it ended.
+	NoteJournal(ctx context.Context, id, detail string) error
 	// JournalEntry returns the entry with that id, or ErrNotFound.
 	JournalEntry(ctx context.Context, id string) (JournalEntry, error)
 	// ListJournal returns the entries that match f, oldest first (by

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,10 +40,16 @@ type journal struct {
 // account acct), working on sandbox sandboxID ("" for none). Nothing may
 // be made before it returns nil.
 func (m *Manager) beginJournal(ctx context.Context, op *operation.Op, acct metadata.Account, sandboxID string, children []metadata.Sandbox) (*journal, error) {
+	return m.beginJournalDetail(ctx, op, acct.ID, sandboxID, children, "")
+}
+
+// beginJournalDetail is beginJournal with the detail recovery needs of
+// op's kind (JSON; "" for none).
+func (m *Manager) beginJournalDetail(ctx context.Context, op *operation.Op, accountID int64, sandboxID string, children []metadata.Sandbox, detail string) (*journal, error) {
 	info := op.Info()
 	e := metadata.JournalEntry{
-		ID: info.ID, Kind: info.Kind, Owner: m.cfg.Leases.Owner(), AccountID: acct.ID,
-		SandboxID: sandboxID, State: metadata.JournalRunning,
+		ID: info.ID, Kind: info.Kind, Owner: m.cfg.Leases.Owner(), AccountID: accountID,
+		SandboxID: sandboxID, Detail: detail, State: metadata.JournalRunning,
 	}
 	for _, c := range children {
 		e.Children = append(e.Children, metadata.JournalChild{ID: c.ID, Name: c.Name})
@@ -106,8 +113,18 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 	for _, e := range entries {
 		// One that cannot be undone now must not keep cairnd down: it
 		// stays running in the journal, and the next start tries again.
-		if err := m.undoEntry(ctx, e); err != nil {
-			slog.Error("recover: cannot undo an interrupted operation", "operation", e.ID, "kind", e.Kind, "err", err)
+		var err error
+		switch e.Kind {
+		case kindRestore, kindDelete:
+			var after afterInterrupt
+			if after, err = m.settleInPlace(ctx, e); err == nil {
+				m.interrupted[e.SandboxID] = after
+			}
+		default:
+			err = m.undoEntry(ctx, e)
+		}
+		if err != nil {
+			slog.Error("recover: cannot settle an interrupted operation", "operation", e.ID, "kind", e.Kind, "err", err)
 		}
 	}
 	now := m.cfg.Now()
@@ -138,6 +155,8 @@ func (m *Manager) ArchivedOperation(id string) (api.Operation, bool) {
 		resource = "sandbox/" + e.Children[0].Name
 	} else if sb, err := m.cfg.Store.SandboxByID(ctx, e.SandboxID); err == nil {
 		resource = "sandbox/" + sb.Name
+	} else if d := (inPlaceDetail{}); json.Unmarshal([]byte(e.Detail), &d) == nil && d.Name != "" {
+		resource = "sandbox/" + d.Name // a deleted one
 	}
 	op := api.Operation{ID: e.ID, Kind: e.Kind, Resource: resource, Status: api.OpSuccess, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if e.State != metadata.JournalDone {

@@ -264,25 +264,34 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 	if err != nil {
 		return nil, err
 	}
-	return m.lifecycleOp("sandbox.delete", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
-		// The final checkpoint: the sandbox stays restorable from it (and
-		// from its other automatic checkpoints) for 14 days.
-		if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
-			return nil, fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
-		}
-		if sb.State == metadata.SandboxRunning {
-			op.Step(api.PhaseStop, "Stopping sandbox %s", name)
-			if err := m.run.stopContainer(ctx, sb); err != nil {
-				return nil, err
+	return m.lifecycleOp(kindDelete, sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
+		// Journalled: a start after a crash finishes it once the row is
+		// gone, or leaves the sandbox as it was (journal_inplace.go).
+		err := m.journalledInPlace(ctx, op, sb, inPlaceDetail{Name: name}, func(stopping func(string) error) error {
+			// The final checkpoint: the sandbox stays restorable from it
+			// (and from its other automatic checkpoints) for 14 days.
+			if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
+				return fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
 			}
-		}
-		// The row goes first: once it is gone the sandbox does not exist, and
-		// files left by a crash after this point are swept at the next start.
-		if err := m.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
-			return nil, err
-		}
-		op.Step(api.PhaseDelete, "Removing files of sandbox %s", name)
-		if err := m.removeFiles(ctx, sb.ID); err != nil {
+			if sb.State == metadata.SandboxRunning {
+				if err := stopping(""); err != nil {
+					return err
+				}
+				op.Step(api.PhaseStop, "Stopping sandbox %s", name)
+				if err := m.run.stopContainer(ctx, sb); err != nil {
+					return err
+				}
+			}
+			// The row goes first: once it is gone the sandbox does not
+			// exist, and files left by a crash after this point are swept
+			// at the next start.
+			if err := m.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
+				return err
+			}
+			op.Step(api.PhaseDelete, "Removing files of sandbox %s", name)
+			return m.removeFiles(ctx, sb.ID)
+		})
+		if err != nil {
 			return nil, err
 		}
 		m.forgetRestarts(sb.ID)

@@ -19,6 +19,9 @@ type recovery struct {
 	cfg Config
 	ex  *exclusion
 	run *runner
+	// interrupted holds the sandboxes that an in-place operation cut
+	// short had in hand (journal_inplace.go), by id.
+	interrupted map[string]afterInterrupt
 }
 
 // recover brings the host in line with the metadata after cairnd starts:
@@ -77,9 +80,16 @@ func (m *recovery) recoverOne(ctx context.Context, sb metadata.Sandbox, name str
 		}
 		st = container.Running
 	}
+	after, interrupted := m.interrupted[sb.ID]
 	switch {
-	case st == container.Running:
+	case st == container.Running && !(interrupted && name == after.retired):
 		return m.adopt(ctx, sb, name, pid)
+	case interrupted:
+		// Stopped by the operation a crash cut short, not dead.
+		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
+		if after.run {
+			m.startAfterInterrupt(sb, after)
+		}
 	case sb.State == metadata.SandboxRunning:
 		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
 		m.foundDead(ctx, sb, "it was not running when cairnd started (the host restarted, or it died while cairnd was down)")
@@ -211,7 +221,7 @@ func (m *recovery) restartInBackground(sb metadata.Sandbox) {
 // Recover brings the host in line with the metadata after cairnd starts
 // (see recovery.recover). Call it once, before serving requests.
 func (m *Manager) Recover(ctx context.Context) error {
-	return (&recovery{cfg: m.cfg, ex: m.ex, run: m.run}).recover(ctx)
+	return (&recovery{cfg: m.cfg, ex: m.ex, run: m.run, interrupted: map[string]afterInterrupt{}}).recover(ctx)
 }
 
 // resumeIfPaused resumes an adopted sandbox found paused, under its lease:

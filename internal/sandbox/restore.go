@@ -77,7 +77,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		m.ex.release(l)
 		return nil, err
 	}
-	return m.lifecycleOp("sandbox.restore", sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.lifecycleOp(kindRestore, sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		if grace > 0 {
 			op.Step(api.PhaseWait, "Restoring in %s: the caller inside the sandbox gets its answer first", grace)
 			select {
@@ -89,7 +89,16 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		if src == disks.FromOffsite && ck.HasMemory && !req.DiskOnly {
 			op.Notef(api.PhaseFetch, "Memory images are not kept off-site: the sandbox boots from the restored disk")
 		}
-		if err := m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly); err != nil {
+		// Journalled, so that a start after a crash finishes it or puts the
+		// sandbox back as it was (journal_inplace.go).
+		oldRoot, err := m.cfg.Pool.SubvolumeID(m.cfg.Pool.SandboxPath(sb.ID))
+		if err != nil {
+			return nil, fmt.Errorf("read the sandbox's disk (nothing was restored): %w", err)
+		}
+		d := inPlaceDetail{Name: sb.Name, Checkpoint: ck.ID, Seq: ck.Seq, OldRoot: oldRoot, Memory: ck.HasMemory && !diskOnly}
+		if err := m.journalledInPlace(ctx, op, sb, d, func(stopping func(string) error) error {
+			return m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly, stopping)
+		}); err != nil {
 			return nil, err
 		}
 		op.Step(api.PhaseDone, "Sandbox %s restored to %s", name, ck.Seq)
@@ -97,8 +106,10 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 	}), nil
 }
 
-// restoreInPlace swaps in a writable copy of ck's disk, made from src.
-func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, safety, diskOnly bool) error {
+// restoreInPlace swaps in a writable copy of ck's disk, made from src. It
+// calls stopping, with the id of its safety checkpoint ("" for none),
+// before it ends the sandbox's processes.
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, safety, diskOnly bool, stopping func(safety string) error) error {
 	undo := revert.New()
 	defer undo.Fail()
 
@@ -131,6 +142,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		}
 	}
 
+	safetyID := ""
 	if safety {
 		op.Step(api.PhaseSafety, "Taking a safety checkpoint of the current state")
 		// With memory when the sandbox runs, so the undo brings back its
@@ -142,9 +154,13 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 			return fmt.Errorf("safety checkpoint (nothing was restored; --no-safety-checkpoint skips it): %w", err)
 		}
 		op.Notef(api.PhaseSafety, "Safety checkpoint %s taken: `cairn restore %s %s` undoes this restore", safe.Seq, sb.Name, safe.Seq)
+		safetyID = safe.ID
 	}
 	running := sb.State == metadata.SandboxRunning
 	if running {
+		if err := stopping(safetyID); err != nil {
+			return err
+		}
 		op.Step(api.PhaseStop, "Stopping sandbox %s", sb.Name)
 		if err := m.run.retireContainer(ctx, sb); err != nil {
 			return err

@@ -53,3 +53,11 @@ func ChangeMarker(path string) (uint64, error) {
 	}
 	return binary.LittleEndian.Uint64(info[ctransidOffset:]), nil
 }
+
+// SubvolumeID returns the btrfs tree id of the subvolume at path. Two
+// subvolumes that exist at the same time never share one, so comparing the
+// id found at a path with one recorded earlier tells whether another
+// subvolume was swapped in there meanwhile (Exchange).
+func (p *Pool) SubvolumeID(path string) (uint64, error) {
+	return subvolumeID(path)
+}

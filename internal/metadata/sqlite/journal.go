@@ -13,9 +13,9 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// The journal of multi-step operations (migration 0011).
+// The journal of multi-step operations (migrations 0011 and 0012).
 
-const journalColumns = `id, kind, owner, account_id, sandbox_id, children, state, code, message, created_at, updated_at`
+const journalColumns = `id, kind, owner, account_id, sandbox_id, children, detail, state, code, message, created_at, updated_at`
 
 // BeginJournal implements metadata.Store.
 func (s *Store) BeginJournal(ctx context.Context, e metadata.JournalEntry) error {
@@ -38,8 +38,8 @@ func (s *Store) BeginJournal(ctx context.Context, e metadata.JournalEntry) error
 	if e.UpdatedAt.IsZero() {
 		e.UpdatedAt = e.CreatedAt
 	}
-	_, err = s.writer.ExecContext(ctx, `INSERT INTO journal (`+journalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Kind, e.Owner, e.AccountID, e.SandboxID, string(doc), string(e.State), e.Code, e.Message,
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO journal (`+journalColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Kind, e.Owner, e.AccountID, e.SandboxID, string(doc), e.Detail, string(e.State), e.Code, e.Message,
 		formatTime(e.CreatedAt), formatTime(e.UpdatedAt))
 	switch sqliteCode(err) {
 	case 0:
@@ -66,6 +66,25 @@ func (s *Store) FinishJournal(ctx context.Context, id string, state metadata.Jou
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return oneRow(res, what)
+}
+
+// NoteJournal implements metadata.Store.
+func (s *Store) NoteJournal(ctx context.Context, id, detail string) error {
+	what := "metadata: note journal entry " + id
+	res, err := s.writer.ExecContext(ctx, `UPDATE journal SET detail = ?, updated_at = ? WHERE id = ? AND state = 'running'`,
+		detail, formatTime(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	} else if n == 1 {
+		return nil
+	}
+	if _, err := s.JournalEntry(ctx, id); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: it ended: %w", what, metadata.ErrConflict)
 }
 
 // JournalEntry implements metadata.Store.
@@ -126,7 +145,7 @@ func scanJournal(row scanner) (metadata.JournalEntry, error) {
 		doc, st           string
 		created, modified string
 	)
-	err := row.Scan(&e.ID, &e.Kind, &e.Owner, &e.AccountID, &e.SandboxID, &doc, &st, &e.Code, &e.Message, &created, &modified)
+	err := row.Scan(&e.ID, &e.Kind, &e.Owner, &e.AccountID, &e.SandboxID, &doc, &e.Detail, &st, &e.Code, &e.Message, &created, &modified)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, metadata.ErrNotFound
 	} else if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// The journal of multi-step operations (schema version 11).
+// The journal of multi-step operations (schema versions 11 and 12).
 
 func newEntry(id string, accountID int64, owner string, children ...metadata.JournalChild) metadata.JournalEntry {
 	return metadata.JournalEntry{
@@ -59,6 +59,7 @@ func testJournal(t *testing.T, open OpenFunc) {
 	// Begun: stored as given, running, times from the clock; the children
 	// come back in order.
 	fork := newEntry("op-1", a.ID, here, kids...)
+	fork.Detail = `{"checkpoint":"00000000000000c1","old_root":257}`
 	if err := s.BeginJournal(ctx, fork); err != nil {
 		t.Fatalf("BeginJournal: %v", err)
 	}
@@ -106,6 +107,15 @@ func testJournal(t *testing.T, open OpenFunc) {
 		t.Errorf("ListJournal(running on h1) = %v, want %v", got, want)
 	}
 
+	// Noted: the detail of a running entry changes, and UpdatedAt.
+	clock.Advance(time.Second)
+	if err := s.NoteJournal(ctx, "op-1", `{"stopping":true}`); err != nil {
+		t.Fatalf("NoteJournal: %v", err)
+	}
+	want.Detail, want.UpdatedAt = `{"stopping":true}`, stored(clock.Now())
+	sameEntry(t, "noted", journalEntry(t, s, "op-1"), want)
+	wantErr(t, "NoteJournal(unknown)", s.NoteJournal(ctx, "op-9", ""), metadata.ErrNotFound)
+
 	// Finished: state, message and UpdatedAt change, nothing else.
 	clock.Advance(time.Minute)
 	if err := s.FinishJournal(ctx, "op-1", metadata.JournalUndone, "O02", "interrupted"); err != nil {
@@ -122,6 +132,7 @@ func testJournal(t *testing.T, open OpenFunc) {
 			t.Errorf("FinishJournal(%q) succeeded", st)
 		}
 	}
+	wantErr(t, "NoteJournal(ended)", s.NoteJournal(ctx, "op-3", "{}"), metadata.ErrConflict)
 	if got, want := journalIDs(t, s, metadata.JournalFilter{State: metadata.JournalRunning}), []string{"op-2"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("running after finishing two = %v, want %v", got, want)
 	}
