@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -61,8 +62,12 @@ func TestDiskSizeBoundsOneSandbox(t *testing.T) {
 // checkpoints and deletes still work, and all is well again once space is
 // freed.
 func TestPoolReserveKeepsCheckpointsWorking(t *testing.T) {
-	d := startDaemon(t, "--pool-size", "1G", "--pool-reserve", "500M", "--default-disk", "2G")
+	_, locs := s3Locations(t)
+	d := startDaemon(t, "--config", offsiteConfig(t, locs, ""), "--pool-size", "1G", "--pool-reserve", "500M", "--default-disk", "2G")
 	d.create("hog")
+	d.sh("hog", "echo v0 > /root/mark && sync")
+	ck0 := d.checkpoint("hog")
+	d.waitOffsite("hog", ck0.ID, "uploaded ×2", time.Minute)
 	var acct api.AccountInfo
 	json.Unmarshal([]byte(d.mustCLI("--json", "account")), &acct)
 	if acct.Pool == nil || acct.Pool.Limit <= 0 || acct.Pool.Low {
@@ -92,17 +97,45 @@ func TestPoolReserveKeepsCheckpointsWorking(t *testing.T) {
 	if out := d.sh("hog", "echo alive"); out != "alive\n" {
 		t.Fatalf("after a failed memory checkpoint: %q", out)
 	}
-	// The reserve is still there: a checkpoint, a fork and deletes work.
+	// A restore in place takes a safety checkpoint with memory first, which
+	// finds no room: it fails before it changes anything, and the sandbox
+	// runs on as it was.
+	if code := d.errorCode("restore", "hog", ck0.ID, "--wait"); code != api.CodeCheckpointFailed && code != api.CodePoolFull {
+		t.Fatalf("a restore in place on a full pool: %q, want K01 or L07 (its safety checkpoint)", code)
+	}
+	if after := len(d.checkpoints("hog")); after != before {
+		t.Fatalf("a failed restore left a checkpoint: %d before, %d after", before, after)
+	}
+	if out := d.sh("hog", "cat /root/mark; ls /root/fill"); out != "v0\n/root/fill\n" {
+		t.Fatalf("after a failed restore: %q, want the disk as it was", out)
+	}
+	// A restore as a new sandbox shares its checkpoint's data: it works.
+	d.mustCLI("checkpoint", "restore", "hog", ck0.ID, "--as", "hog-old")
+	if out := d.sh("hog-old", "cat /root/mark; ls /root"); out != "v0\nmark\n" {
+		t.Fatalf("the restore as new on a full pool reads %q", out)
+	}
+	d.mustCLI("delete", "hog-old")
+
+	// The reserve is still there: a checkpoint, a fork and deletes work,
+	// and the checkpoint goes off-site (an upload reads the pool, writes
+	// nothing there).
 	ck := d.checkpoint("hog")
+	d.waitOffsite("hog", ck.ID, "uploaded ×2", 2*time.Minute)
+	// With the safety checkpoint skipped, a restore in place needs no
+	// room either: the checkpoint's disk is swapped in.
+	d.mustCLI("restore", "hog", ck0.ID, "--wait", "--no-safety-checkpoint")
+	if out := d.sh("hog", "ls /root"); out != "mark\n" {
+		t.Fatalf("after a restore in place on a full pool: %q", out)
+	}
 	d.mustCLI("fork", "hog", "--from-checkpoint", ck.ID, "--name-prefix", "hog-copy")
 	d.mustCLI("delete", "hog-copy-1")
 	d.mustCLI("checkpoint", "delete", "hog", ck.ID)
-	d.sh("hog", "rm /root/fill && sync")
+	d.sh("hog", "rm -f /root/fill && sync")
 	// The copy's final checkpoint holds the data too: free it.
 	var snaps []api.Checkpoint
 	json.Unmarshal([]byte(d.mustCLI("--json", "snapshot", "list")), &snaps)
 	for _, s := range snaps {
-		if s.Sandbox == "hog-copy-1" {
+		if s.Sandbox == "hog-copy-1" || s.Sandbox == "hog-old" {
 			d.mustCLI("snapshot", "delete", s.GlobalID)
 		}
 	}
