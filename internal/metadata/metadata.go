@@ -300,6 +300,10 @@ type Checkpoint struct {
 	// location; "" until then. Which locations hold it is the
 	// repository's to say. Changed by SetCheckpointOffsite.
 	OffsiteManifest string
+	// OffsiteUnstorable says why the off-site repository cannot store the
+	// checkpoint's tree, a reason no retry changes ("" when it can): the
+	// upload queue skips it. Changed by SetCheckpointUnstorable.
+	OffsiteUnstorable string
 	// DiskPath is where the checkpoint's disk (a read-only subvolume)
 	// lives, relative to the pool's root ("checkpoints/<id>"); "" when it
 	// has no local copy (a restore then reads it off-site). Changed by
@@ -600,6 +604,10 @@ type Store interface {
 	// named before goes on the account's OffsiteDeletes in the same
 	// transaction.
 	SetCheckpointOffsite(ctx context.Context, id, manifest string) error
+	// SetCheckpointUnstorable records why the off-site repository cannot
+	// store the checkpoint ("" clears it). ErrNotFound if no checkpoint
+	// has that id.
+	SetCheckpointUnstorable(ctx context.Context, id, reason string) error
 	// OffsiteDeletes returns the manifests to delete from the account's
 	// off-site repository, in no particular order: those that checkpoints
 	// of the account named when they were deleted (DeleteCheckpoint) or

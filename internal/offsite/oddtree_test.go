@@ -30,12 +30,12 @@ func TestADeepOddTreeUploadsAndRestores(t *testing.T) {
 }
 
 // A tree the repository cannot store is marked unstorable with its reason,
-// cut short, and the queue does not try it again.
+// cut short, and the queue does not try it again, after a restart neither.
 func TestAnUnstorableCheckpointIsNotRetried(t *testing.T) {
 	f := newFixture(t)
 	ck := f.checkpoint("c1", map[string][]byte{"a": []byte("a")})
 	long := strings.Repeat("deep/", 1000)
-	f.svc.failCheckpoint(ck.ID, fmt.Errorf("backup: %s: %w", long, repo.ErrUnstorable), true)
+	f.svc.markUnstorable(t.Context(), ck, fmt.Errorf("backup: %s: %w", long, repo.ErrUnstorable))
 	st, d := f.state(ck.ID)
 	if st != api.OffsiteUnstorable || !strings.Contains(d.Error, "cannot store") || len(d.Error) > maxErrText+10 {
 		t.Fatalf("state %s, error of %d bytes: %.100q", st, len(d.Error), d.Error)
@@ -44,9 +44,18 @@ func TestAnUnstorableCheckpointIsNotRetried(t *testing.T) {
 	if f.row(ck.ID).OffsiteManifest != "" {
 		t.Fatal("an unstorable checkpoint was tried again")
 	}
+	f.restart()
+	if st, d := f.state(ck.ID); st != api.OffsiteUnstorable || !strings.Contains(d.Error, "cannot store") {
+		t.Fatalf("after a restart: state %s (%+v), want unstorable with its reason", st, d)
+	}
+	f.drain()
+	if f.row(ck.ID).OffsiteManifest != "" {
+		t.Fatal("an unstorable checkpoint was tried again after a restart")
+	}
 	// A failure that may pass is "failed" and retried.
-	f.svc.failCheckpoint(ck.ID, fmt.Errorf("backup: %s: connection refused", long), false)
-	if st, d := f.state(ck.ID); st != api.OffsiteFailed || len(d.Error) > maxErrText+10 {
+	ck2 := f.checkpoint("c2", map[string][]byte{"b": []byte("b")})
+	f.svc.failCheckpoint(ck2.ID, fmt.Errorf("backup: %s: connection refused", long), false)
+	if st, d := f.state(ck2.ID); st != api.OffsiteFailed || len(d.Error) > maxErrText+10 {
 		t.Fatalf("state %s, error of %d bytes", st, len(d.Error))
 	}
 }

@@ -543,7 +543,7 @@ func (s *Service) uploadNext(ctx context.Context, r *repo.Repository, cks []meta
 	s.mu.Lock()
 	for i := range cks {
 		ck := &cks[i]
-		if ck.OffsiteManifest != "" {
+		if ck.OffsiteManifest != "" || ck.OffsiteUnstorable != "" {
 			continue
 		}
 		if f := s.ckFail[ck.ID]; f != nil && (f.final || !f.retry.due(now)) {
@@ -636,8 +636,8 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 			return
 		}
 		if errors.Is(err, repo.ErrUnstorable) {
-			// Logged once: it is not tried again.
-			s.failCheckpoint(ck.ID, err, true)
+			// Logged once: it is not tried again, after a restart neither.
+			s.markUnstorable(ctx, ck, err)
 			log.Error("off-site: the checkpoint cannot be stored off-site; not retried", "err", errText(err))
 			return
 		}
@@ -710,6 +710,16 @@ func (s *Service) parentOf(ctx context.Context, r *repo.Repository, ck metadata.
 		}
 	}
 	return nil
+}
+
+// markUnstorable records that the repository cannot store checkpoint ck
+// (err says why): it is not tried again, by this service or after a
+// restart (the row keeps the reason).
+func (s *Service) markUnstorable(ctx context.Context, ck metadata.Checkpoint, err error) {
+	s.failCheckpoint(ck.ID, err, true)
+	if merr := s.store.SetCheckpointUnstorable(context.WithoutCancel(ctx), ck.ID, errText(err)); merr != nil {
+		slog.Warn("off-site: record that the checkpoint cannot be stored (it is tried again after a restart)", "checkpoint", ck.Seq, "global_id", ck.ID, "err", merr)
+	}
 }
 
 func (s *Service) failCheckpoint(id string, err error, final bool) {

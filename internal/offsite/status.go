@@ -32,6 +32,8 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 			d.Progress = &p
 		case f != nil && f.unstorable:
 			state, d.Error = api.OffsiteUnstorable, errText(f.err)
+		case ck.OffsiteUnstorable != "":
+			state, d.Error = api.OffsiteUnstorable, ck.OffsiteUnstorable
 		case f != nil:
 			state, d.Error = api.OffsiteFailed, errText(f.err)
 		case s.repo == nil && errors.Is(s.repoErr, errWrongKey):

@@ -67,6 +67,27 @@ func testCheckpointOffsite(t *testing.T, open OpenFunc) {
 	}
 	err = s.SetCheckpointOffsite(ctx, "cfffffffffffffff", m)
 	wantErr(t, "SetCheckpointOffsite(unknown)", err, metadata.ErrNotFound)
+
+	// Unstorable: the reason is kept, across a reopen, until cleared.
+	const why = "root/fifo: file type 10000: the repository cannot store this tree"
+	if err := s.SetCheckpointUnstorable(ctx, ck.ID, why); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, clock.Now)
+	t.Cleanup(func() { s.Close() })
+	if got := ckByID(t, s, ck.ID); got.OffsiteUnstorable != why {
+		t.Errorf("unstorable after reopen: %q, want %q", got.OffsiteUnstorable, why)
+	}
+	if err := s.SetCheckpointUnstorable(ctx, ck.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := ckByID(t, s, ck.ID); got.OffsiteUnstorable != "" {
+		t.Errorf("unstorable after clearing: %q", got.OffsiteUnstorable)
+	}
+	wantErr(t, "SetCheckpointUnstorable(unknown)", s.SetCheckpointUnstorable(ctx, "cfffffffffffffff", why), metadata.ErrNotFound)
 }
 
 // testOffsiteDeletes: a manifest goes on its account's OffsiteDeletes when
