@@ -33,6 +33,11 @@ type Options struct {
 	CPUs        float64 // 0: no limit
 	MemoryBytes int64   // 0: no limit beyond the host's
 	Network     Network // "" is NetworkNone
+	// RuntimeTmp leaves /tmp to the runtime (gVisor mounts a tmpfs there
+	// sized after the host's memory) instead of a tmpfs of ShmSize: only to
+	// resume a memory image saved by a container started that way (before
+	// cairn sized /tmp), whose mounts a resume must match.
+	RuntimeTmp bool
 }
 
 // Network is a sandbox's network mode.
@@ -98,8 +103,8 @@ func HostMemoryLimit(guest int64) int64 {
 // guest bytes (see above).
 func MemoryHeadroom(guest int64) int64 { return 64<<20 + guest/8 }
 
-// ShmSize is the size of /dev/shm (a tmpfs) in a sandbox with memory limit
-// guest: half of it, as Linux sizes tmpfs by default. gVisor would size it
-// after the host's memory instead, and a guest could fill its whole limit
-// with files no OOM kill frees.
+// ShmSize is the size of /dev/shm and of /tmp (each a tmpfs) in a sandbox
+// with memory limit guest: half of it, as Linux sizes tmpfs by default.
+// gVisor would size them after the host's memory instead, and a guest
+// could fill its whole limit with files no OOM kill frees.
 func ShmSize(guest int64) int64 { return guest / 2 }

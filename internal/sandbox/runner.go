@@ -159,6 +159,16 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		if r.cfg.Runtime.Delete(ctx, name) == nil {
 			pid, err = launch()
 		}
+		if err != nil && memImage != "" && sb.MemoryBytes > 0 {
+			// Saved by a container started before cairn sized /tmp: its
+			// mounts are what the resume must match.
+			spec.Options.RuntimeTmp = true
+			if r.cfg.Runtime.Delete(ctx, name) == nil {
+				if pid, err = launch(); err == nil {
+					slog.Info("resumed a memory image saved before /tmp was sized; /tmp keeps gVisor's size until the sandbox boots again", "sandbox", sb.Name)
+				}
+			}
+		}
 		if err != nil && memImage != "" {
 			return errdefs.Wrap(api.CodeMemoryImageBad, err, "resume sandbox %s from its memory image", sb.Name)
 		}

@@ -63,15 +63,24 @@ func killSandboxProcess(t *testing.T, sb api.Sandbox) {
 
 // A process that takes more than the sandbox's memory is killed inside it,
 // as Linux's OOM killer would, and the sandbox lives on; the guest kernel
-// knows the limit, and /dev/shm cannot hold more than half of it.
+// knows the limit, and /dev/shm and /tmp (each a tmpfs) cannot hold more
+// than half of it.
 func TestMemoryLimitKillsTheProcessNotTheSandbox(t *testing.T) {
 	d := startDaemon(t)
 	d.create("small", "--memory", "256M")
 	if out := d.sh("small", "grep MemTotal /proc/meminfo"); !strings.Contains(out, strconv.Itoa(256*1024)+" kB") {
 		t.Fatalf("MemTotal inside: %q, want 256 MiB", out)
 	}
-	if f := strings.Fields(d.sh("small", "df -k /dev/shm | tail -1")); len(f) < 2 || f[1] != strconv.Itoa(128*1024) {
-		t.Fatalf("/dev/shm size: %q, want 128 MiB", f)
+	for _, dir := range []string{"/dev/shm", "/tmp"} {
+		if f := strings.Fields(d.sh("small", "df -k "+dir+" | tail -1")); len(f) < 2 || f[1] != strconv.Itoa(128*1024) {
+			t.Fatalf("%s size: %q, want 128 MiB", dir, f)
+		}
+	}
+	// Filling /tmp fails with ENOSPC at half the limit, and the sandbox
+	// (this very shell) goes on; gVisor's own /tmp was sized after the
+	// host's memory, and once full every process was killed in turn.
+	if out := d.sh("small", "dd if=/dev/zero of=/tmp/big bs=1M count=400 2>&1; echo alive; rm /tmp/big"); !strings.Contains(out, "No space left") || !strings.HasSuffix(out, "alive\n") {
+		t.Fatalf("filling /tmp: %q, want ENOSPC and the shell alive", out)
 	}
 	before := d.info("small")
 

@@ -38,8 +38,14 @@ func oci(s Spec) *specs.Spec {
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 	}
 	if s.MemoryBytes > 0 {
-		mounts = append(mounts, specs.Mount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
-			Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(container.ShmSize(s.MemoryBytes), 10)}})
+		// Both tmpfs, each half the limit as Linux sizes tmpfs by default
+		// (container.ShmSize): gVisor would mount /tmp itself, sized after
+		// the host's memory.
+		size := "size=" + strconv.FormatInt(container.ShmSize(s.MemoryBytes), 10)
+		mounts = append(mounts, specs.Mount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "mode=1777", size}})
+		if !s.RuntimeTmp {
+			mounts = append(mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", size}})
+		}
 	}
 	for _, m := range s.Mounts {
 		opts := []string{"rbind"}
