@@ -233,3 +233,28 @@ func TestDeleteInterruptedIsFinishedOrUndone(t *testing.T) {
 		t.Errorf("host directories left: %v", dirs)
 	}
 }
+
+// An image build is part of the create that needs it: killed in the
+// middle of it, the create is undone with it, no half-built image is left
+// (it is built in the pool's work area and made an image by one
+// snapshot), and the next create builds it whole.
+func TestImageBuildInterruptedLeavesNoHalfImage(t *testing.T) {
+	d := startDaemon(t)
+	work := filepath.Join(d.dataDir, "pool", "tmp", "image-busybox")
+	opID := interrupted(t, d, func() bool { _, err := os.Stat(work); return err == nil }, "create", "first")
+
+	op := operationAfter(t, d, opID)
+	if op.Status != api.OpFailure || op.Error == nil || op.Error.Code != api.CodeInterrupted {
+		t.Errorf("operation %s after the restart: %+v (error %+v), want failed with %s", opID, op, op.Error, api.CodeInterrupted)
+	}
+	if _, err := os.Stat(work); err == nil {
+		t.Errorf("the half-built image %s is left", work)
+	}
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "images", "busybox")); err == nil {
+		t.Errorf("an image busybox exists though its build was cut short")
+	}
+	d.create("first")
+	if out := d.sh("first", "ls /bin/busybox && echo whole"); out != "/bin/busybox\nwhole\n" {
+		t.Errorf("the image built after the restart: %q", out)
+	}
+}
