@@ -117,7 +117,8 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 		switch e.Kind {
 		case kindRestore, kindDelete:
 			var after afterInterrupt
-			if after, err = m.settleInPlace(ctx, e); err == nil {
+			var ok bool
+			if after, ok, err = m.settleInPlace(ctx, e); err == nil && ok {
 				m.interrupted[e.SandboxID] = after
 			}
 		default:

@@ -267,14 +267,14 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 	return m.lifecycleOp(kindDelete, sb, l, func(ctx context.Context, op *operation.Op) (any, error) {
 		// Journalled: a start after a crash finishes it once the row is
 		// gone, or leaves the sandbox as it was (journal_inplace.go).
-		err := m.journalledInPlace(ctx, op, sb, inPlaceDetail{Name: name}, func(stopping func(string) error) error {
+		err := m.journalledInPlace(ctx, op, sb, inPlaceDetail{Name: name}, func(notes *inPlaceNotes) error {
 			// The final checkpoint: the sandbox stays restorable from it
 			// (and from its other automatic checkpoints) for 14 days.
 			if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
 				return fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
 			}
 			if sb.State == metadata.SandboxRunning {
-				if err := stopping(""); err != nil {
+				if err := notes.stopping(ctx, ""); err != nil {
 					return err
 				}
 				op.Step(api.PhaseStop, "Stopping sandbox %s", name)

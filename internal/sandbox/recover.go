@@ -51,7 +51,11 @@ func (m *recovery) recover(ctx context.Context) error {
 	}
 	for _, sb := range rows {
 		name := m.run.settleContainers(ctx, sb, containers[sb.ID])
-		if err := m.recoverOne(ctx, sb, name); err != nil {
+		err := m.recoverOne(ctx, sb, name)
+		if after, ok := m.interrupted[sb.ID]; ok && !after.handedOff {
+			logErr("recover: mark the interrupted operation", after.finish(ctx), "sandbox", sb.Name)
+		}
+		if err != nil {
 			// One sandbox that cannot be taken over must not keep
 			// cairnd (and every other sandbox) down: its container goes,
 			// and it starts again from its disk if it should run.
@@ -88,7 +92,8 @@ func (m *recovery) recoverOne(ctx context.Context, sb metadata.Sandbox, name str
 		// Stopped by the operation a crash cut short, not dead.
 		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
 		if after.run {
-			m.startAfterInterrupt(sb, after)
+			after.handedOff = m.startAfterInterrupt(sb, after)
+			m.interrupted[sb.ID] = after
 		}
 	case sb.State == metadata.SandboxRunning:
 		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)

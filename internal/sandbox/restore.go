@@ -96,8 +96,8 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 			return nil, fmt.Errorf("read the sandbox's disk (nothing was restored): %w", err)
 		}
 		d := inPlaceDetail{Name: sb.Name, Checkpoint: ck.ID, Seq: ck.Seq, OldRoot: oldRoot, Memory: ck.HasMemory && !diskOnly}
-		if err := m.journalledInPlace(ctx, op, sb, d, func(stopping func(string) error) error {
-			return m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly, stopping)
+		if err := m.journalledInPlace(ctx, op, sb, d, func(notes *inPlaceNotes) error {
+			return m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly, notes)
 		}); err != nil {
 			return nil, err
 		}
@@ -106,10 +106,10 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 	}), nil
 }
 
-// restoreInPlace swaps in a writable copy of ck's disk, made from src. It
-// calls stopping, with the id of its safety checkpoint ("" for none),
-// before it ends the sandbox's processes.
-func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, safety, diskOnly bool, stopping func(safety string) error) error {
+// restoreInPlace swaps in a writable copy of ck's disk, made from src,
+// noting in its journal entry when it ends the sandbox's processes and
+// what it swaps in.
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, safety, diskOnly bool, notes *inPlaceNotes) error {
 	undo := revert.New()
 	defer undo.Fail()
 
@@ -158,7 +158,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	}
 	running := sb.State == metadata.SandboxRunning
 	if running {
-		if err := stopping(safetyID); err != nil {
+		if err := notes.stopping(ctx, safetyID); err != nil {
 			return err
 		}
 		op.Step(api.PhaseStop, "Stopping sandbox %s", sb.Name)
@@ -174,6 +174,13 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	// One atomic exchange: a crash leaves either the old root or the new
 	// one in place; whichever is left in the work area is swept at the
 	// next start.
+	newRoot, err := m.cfg.Pool.SubvolumeID(staging)
+	if err == nil {
+		err = notes.swapping(ctx, newRoot)
+	}
+	if err != nil {
+		return err
+	}
 	if err := m.cfg.Pool.Exchange(staging, root); err != nil {
 		return err
 	}

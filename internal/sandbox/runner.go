@@ -161,12 +161,17 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		}
 		if err != nil && memImage != "" && sb.MemoryBytes > 0 {
 			// Saved by a container started before cairn sized /tmp: its
-			// mounts are what the resume must match.
+			// mounts are what the resume must match. If that fails too,
+			// the first error is the one that says why.
+			first := err
 			spec.Options.RuntimeTmp = true
 			if r.cfg.Runtime.Delete(ctx, name) == nil {
 				if pid, err = launch(); err == nil {
 					slog.Info("resumed a memory image saved before /tmp was sized; /tmp keeps gVisor's size until the sandbox boots again", "sandbox", sb.Name)
 				}
+			}
+			if err != nil {
+				err = first
 			}
 		}
 		if err != nil && memImage != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -111,5 +112,22 @@ func (p *Pool) Exchange(a, b string) error {
 	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
 		return fmt.Errorf("exchange %s and %s: %w", a, b, err)
 	}
+	// Durable before the caller records the new state elsewhere (the
+	// metadata store): a power cut must not undo the swap behind it.
+	for _, dir := range []string{filepath.Dir(a), filepath.Dir(b)} {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("exchange %s and %s: %w", a, b, err)
+		}
+	}
 	return nil
+}
+
+// syncDir flushes the entries of directory dir to disk.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }

@@ -83,16 +83,39 @@ func tryInterrupt(t *testing.T, d *daemon, when func() bool, args ...string) str
 }
 
 // operationAfter returns operation id as cairnd answers for it after the
-// restart.
+// restart: an interrupted operation is marked once recovery has handled its
+// sandbox (started it again, in the background), and is unknown (O01)
+// until then.
 func operationAfter(t *testing.T, d *daemon, id string) api.Operation {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	op, err := d.client.Operation(ctx, id)
-	if err != nil {
-		t.Fatalf("operation %s after the restart: %v", id, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		op, err := d.client.Operation(ctx, id)
+		cancel()
+		if err == nil {
+			return op
+		}
+		if !strings.Contains(err.Error(), api.CodeNoOperation) || time.Now().After(deadline) {
+			t.Fatalf("operation %s after the restart: %v", id, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return op
+}
+
+// mustCLISoon is mustCLI, retried for a few seconds while the sandbox is
+// busy (S05: recovery may still hold it for the start it handed off).
+func mustCLISoon(t *testing.T, d *daemon, args ...string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, errOut, code := d.cli("", args...)
+		if code == 0 {
+			return out
+		}
+		if !strings.Contains(errOut, api.CodeSandboxBusy) || time.Now().After(deadline) {
+			t.Fatalf("cairn %v: exit %d\nstdout: %s\nstderr: %s", args, code, out, errOut)
+		}
+	}
 }
 
 // shEventually runs script in sandbox name until it prints want, for up to
@@ -165,14 +188,52 @@ func TestRestoreInPlaceInterruptedBeforeTheSwapIsUndone(t *testing.T) {
 	// Undone: web is as it was, processes included, and says so.
 	shEventually(t, d, "web", "cat /root/mark /dev/shm/mark", "after\nafter\n")
 	op := operationAfter(t, d, opID)
-	if op.Status != api.OpFailure || op.Error == nil || op.Error.Code != api.CodeInterrupted || !strings.Contains(op.Error.Message, "undone") {
-		t.Errorf("operation %s after the restart: %+v (error %+v), want failed with %s, undone", opID, op, op.Error, api.CodeInterrupted)
+	if op.Status != api.OpFailure || op.Error == nil || op.Error.Code != api.CodeInterrupted || !strings.Contains(op.Error.Message, "has the disk it had before") {
+		t.Errorf("operation %s after the restart: %+v (error %+v), want failed with %s, the disk kept", opID, op, op.Error, api.CodeInterrupted)
 	}
 	if _, err := os.Stat(staged); err == nil {
 		t.Errorf("the staged root %s is left", staged)
 	}
+
+	// Killed once the safety checkpoint is listed: about when the
+	// restore ends the processes and swaps, just before or just after.
+	// Either way web answers, is not marked crashed, and the operation
+	// says what its disk is: kept (undone) or restored (finished).
+	safeties := func() int {
+		n := 0
+		for _, c := range d.checkpoints("web") {
+			if c.Trigger == api.TriggerRestore {
+				n++
+			}
+		}
+		return n
+	}
+	had := safeties()
+	opID = interrupted(t, d, func() bool { return safeties() > had }, "restore", "web", ck.ID, "--wait")
+	var mark string
+	for deadline := time.Now().Add(20 * time.Second); mark == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		mark, _ = d.execOut(10*time.Second, "web", "cat", "/root/mark")
+	}
+	op = operationAfter(t, d, opID)
+	switch mark {
+	case "after\n":
+		if op.Status != api.OpFailure || op.Error == nil || !strings.Contains(op.Error.Message, "has the disk it had before") {
+			t.Errorf("web kept its disk, but operation %s says %+v (error %+v)", opID, op, op.Error)
+		}
+	case "before\n":
+		if op.Status != api.OpSuccess {
+			t.Errorf("web was restored, but operation %s says %+v (error %+v)", opID, op, op.Error)
+		}
+	default:
+		t.Fatalf("web after the restore killed at its stop: /root/mark %q", mark)
+	}
+	t.Logf("killed at the stop: web reads %q, the operation %s", mark, op.Status)
+	if info := d.info("web"); info.LastCrash != nil || info.State != api.StateRunning {
+		t.Errorf("web after the restore killed at its stop: state %s, last crash %+v; want running, never crashed", info.State, info.LastCrash)
+	}
+
 	// And the restore works now.
-	d.mustCLI("restore", "web", ck.ID, "--wait")
+	mustCLISoon(t, d, "restore", "web", ck.ID, "--wait")
 	if out := d.sh("web", "cat /root/mark"); out != "before\n" {
 		t.Errorf("after restoring again: %q", out)
 	}
@@ -199,7 +260,7 @@ func TestDeleteInterruptedIsFinishedOrUndone(t *testing.T) {
 	if op.Status != api.OpFailure || op.Error == nil || op.Error.Code != api.CodeInterrupted || !strings.Contains(op.Error.Message, "was not deleted") {
 		t.Errorf("operation %s after the restart: %+v (error %+v), want failed with %s, not deleted", opID, op, op.Error, api.CodeInterrupted)
 	}
-	d.mustCLI("delete", "web")
+	mustCLISoon(t, d, "delete", "web")
 
 	// Killed once the sandbox is no longer listed (its row is gone):
 	// finished, and nothing of it is left. What is left to do then (its
