@@ -233,6 +233,12 @@ func (m *Manager) Recover(ctx context.Context) error {
 // a checkpoint that holds the lease paused it on purpose, and is left alone.
 func (m *recovery) resumeIfPaused(sb metadata.Sandbox, inst *instance) {
 	ctx := context.Background()
+	// Looked at without the lease first: taken at every poll, it would
+	// show the sandbox busy (starting) and refuse lifecycle operations
+	// while a live cairn-init is merely slow to dial back.
+	if st, _, err := m.cfg.Runtime.State(ctx, inst.container); err != nil || st != container.Paused {
+		return
+	}
 	l, err := m.cfg.Leases.Acquire(ctx, sandboxResource(sb.ID), lease.Options{Exclusive: true, Purpose: api.StateStarting})
 	if err != nil {
 		return // held: whoever holds it resumes it
