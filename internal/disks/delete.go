@@ -70,6 +70,10 @@ func (d *Disks) collect(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	// Every disk no lease holds, freed in one batch: one btrfs commit and
+	// one wait for the cleaner for all of them.
+	free := map[string]string{} // absolute path → queued path
+	var paths []string
 	for _, q := range queued {
 		holders, err := d.cfg.Leases.Holders(ctx, resourceOf(q.CheckpointID))
 		if err != nil {
@@ -82,13 +86,23 @@ func (d *Disks) collect(ctx context.Context) error {
 		path, err := d.abs(q.Path)
 		if err != nil {
 			slog.Warn("disk delete queue: a path outside the pool is dropped", "path", q.Path)
-		} else if err = d.cfg.Pool.Reclaim(ctx, path); err != nil {
-			// Reclaim waits for btrfs to free it: deleting a checkpoint
-			// frees its space at once, its memory image's too.
+			if err := d.cfg.Store.ForgetDiskDelete(ctx, q.Path); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		free[path] = q.Path
+		paths = append(paths, path)
+	}
+	// ReclaimAll waits for btrfs to free them: deleting a checkpoint frees
+	// its space at once, its memory image's too.
+	failed := d.cfg.Pool.ReclaimAll(ctx, paths)
+	for _, path := range paths {
+		if err := failed[path]; err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := d.cfg.Store.ForgetDiskDelete(ctx, q.Path); err != nil {
+		if err := d.cfg.Store.ForgetDiskDelete(ctx, free[path]); err != nil {
 			errs = append(errs, err)
 		}
 	}

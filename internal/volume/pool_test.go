@@ -209,3 +209,60 @@ func TestCreateAndDeleteByIoctl(t *testing.T) {
 		}
 	}
 }
+
+// ReclaimAll deletes several subvolumes and plain directories at once, and
+// their space is free when it returns.
+func TestReclaimAllFreesTheSpaceOfEveryPath(t *testing.T) {
+	p, _ := loopPool(t)
+	ctx := context.Background()
+	var paths []string
+	for _, name := range []string{"a", "b", "c"} {
+		src := filepath.Join(p.Root(), "src-"+name)
+		if err := p.Create(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := fill(t, filepath.Join(src, "data"), 60<<20); err != nil {
+			t.Fatal(err)
+		}
+		// A read-only snapshot, as a checkpoint's disk; its source goes
+		// first, so the snapshot alone holds the data.
+		dst := filepath.Join(p.Root(), "ck-"+name)
+		if err := p.Snapshot(ctx, src, dst, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Delete(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, dst)
+	}
+	dir := filepath.Join(p.Root(), "memory-image")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := fill(t, filepath.Join(dir, "pages"), 20<<20); err != nil {
+		t.Fatal(err)
+	}
+	paths = append(paths, dir, filepath.Join(p.Root(), "never-there"))
+	if err := exec.Command("btrfs", "filesystem", "sync", p.Root()).Run(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := p.Space(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := p.ReclaimAll(ctx, paths); len(failed) != 0 {
+		t.Fatalf("ReclaimAll: %v", failed)
+	}
+	after, err := p.Space(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range paths {
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v)", path, err)
+		}
+	}
+	if freed := after.Free - before.Free; freed < 190<<20 {
+		t.Errorf("ReclaimAll freed %d MiB at once, want the 200 MiB the paths held", freed>>20)
+	}
+}

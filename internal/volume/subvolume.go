@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,39 +69,52 @@ func (p *Pool) SetReadOnly(ctx context.Context, path string) error {
 	return nil
 }
 
-// Reclaim deletes the subvolume at path and waits until btrfs has freed its
-// space (the cleaner works in the background otherwise), so the pool's free
-// space reflects the deletion when Reclaim returns.
-func (p *Pool) Reclaim(ctx context.Context, path string) error {
-	sub, err := IsSubvolume(path)
-	if err != nil || !sub {
-		return p.Delete(ctx, path)
+// ReclaimAll deletes the subvolumes (or plain directories) at paths and
+// waits until btrfs has freed their space (the cleaner works in the
+// background otherwise), so the pool's free space reflects the deletions
+// when it returns, with one commit and one wait for all of them: one per
+// path serialised deletes under load. It returns the error of each path it
+// could not delete; the others are deleted, and their space freed, or on
+// its way if something holds one open past reclaimWait (a sandbox that
+// browsed it under /.cairn/checkpoints).
+func (p *Pool) ReclaimAll(ctx context.Context, paths []string) map[string]error {
+	failed := map[string]error{}
+	var ids []string
+	for _, path := range paths {
+		sub, err := IsSubvolume(path)
+		if err == nil && sub {
+			var id uint64
+			if id, err = subvolumeID(path); err == nil {
+				if err = destroyIoctl(path); err == nil {
+					ids = append(ids, strconv.FormatUint(id, 10))
+				}
+			}
+		} else if err == nil {
+			err = p.Delete(ctx, path)
+		}
+		if err != nil {
+			failed[path] = err
+		}
 	}
-	id, err := subvolumeID(path)
-	if err != nil {
-		return err
+	if len(ids) == 0 {
+		return failed
 	}
-	if err := run(ctx, "btrfs", "subvolume", "delete", "--commit-after", path); err != nil {
-		return fmt.Errorf("delete subvolume: %w", err)
-	}
-	// The cleaner may otherwise sleep until the next periodic commit.
+	// Commit, which also wakes the cleaner (it may otherwise sleep until
+	// the next periodic commit), then wait for these subvolumes only:
+	// another deleted one may stay while something holds it open.
 	if err := run(ctx, "btrfs", "filesystem", "sync", p.root); err != nil {
-		return fmt.Errorf("wake the btrfs cleaner: %w", err)
+		slog.Warn("reclaim: commit the deletes", "err", err)
+		return failed
 	}
-	// Wait for this subvolume only: another deleted one may stay around
-	// while something still holds it open (a sandbox browsing it).
 	sctx, cancel := context.WithTimeout(ctx, reclaimWait)
 	defer cancel()
-	if err := run(sctx, "btrfs", "subvolume", "sync", p.root, strconv.FormatUint(id, 10)); err != nil {
-		if sctx.Err() != nil && ctx.Err() == nil {
-			return nil // deleted; btrfs frees the space in the background
-		}
-		return fmt.Errorf("wait for subvolume cleanup: %w", err)
+	if err := run(sctx, "btrfs", append([]string{"subvolume", "sync", p.root}, ids...)...); err != nil && sctx.Err() == nil {
+		slog.Warn("reclaim: wait for the cleaner", "err", err)
 	}
-	return nil
+	return failed
 }
 
-// reclaimWait bounds how long Reclaim waits for btrfs to free the space.
+// reclaimWait bounds how long ReclaimAll waits for btrfs to free the space.
 // Freeing takes well under a second, unless something holds the subvolume
 // open (a sandbox that browsed it under /.cairn/checkpoints): then the
 // space comes back when it lets go.
