@@ -172,9 +172,9 @@ func (o *offsiteEnv) round(ctx context.Context, i int, one, rst, two *contender,
 	defer func() {
 		cctx := context.WithoutCancel(ctx)
 		cerr := unmount(cctx, o.view)
-		for _, snap := range []string{snapA, snapB} {
-			// Reclaim: btrfs' cleaner must not work during the next round.
-			cerr = cmp.Or(cerr, o.pool.Reclaim(cctx, snap))
+		// Reclaimed: btrfs' cleaner must not work during the next round.
+		for _, e := range o.pool.ReclaimAll(cctx, []string{snapA, snapB}) {
+			cerr = cmp.Or(cerr, e)
 		}
 		if cerr != nil && err == nil {
 			err = cerr
