@@ -38,10 +38,13 @@ const (
 	loadExecDeadline     = 30 * time.Second // a sandbox answers exec within this under load
 )
 
-// loadWriter appends numbered lines to /root/w.log, carrying on from the
-// file's last line after a restart or a restore, so that a whole file is
-// always the lines 1…n with nothing missing.
-const loadWriter = `{"name":"writer","cmd":["sh","-c","touch /root/w.log; i=$(wc -l < /root/w.log); while true; do i=$((i+1)); echo \"$i ........................................................................\" >> /root/w.log; sleep 0.2; done"],"restart":"always"}`
+// loadWriter appends numbered lines to /root/w.log, five a second,
+// carrying on from the file's last line after a restart or a restore, so
+// that a whole file is always the lines 1…n with nothing missing. It waits
+// with the shell's read on a FIFO nobody writes, not with sleep: fifty
+// sandboxes forking sleep five times a second take both cores of the test
+// machine on their own (the first full run's lesson).
+const loadWriter = `{"name":"writer","cmd":["sh","-c","touch /root/w.log; i=$(wc -l < /root/w.log); rm -f /tmp/tick; mkfifo /tmp/tick; exec 3<>/tmp/tick; while true; do i=$((i+1)); echo \"$i ........................................................................\" >> /root/w.log; read -t 0.2 -u 3 x; done"],"restart":"always"}`
 
 // loadSample is one reading of cairnd's /proc.
 type loadSample struct {
