@@ -166,6 +166,9 @@ func TestLoadTrial(t *testing.T) {
 			next := begin.Add(time.Duration(i) * interval / time.Duration(n))
 			prev := time.Duration(-1)
 			for {
+				if next.Sub(begin) >= duration {
+					return
+				}
 				if wait := time.Until(next); wait > 0 {
 					select {
 					case <-ctx.Done():
