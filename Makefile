@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION) -X github.com/cairn-sandbox/cairn/internal/cli.Version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 
-.PHONY: build deps test-deps run test crash-trials fault-trials fuzz lint bench clean
+.PHONY: build deps test-deps run test crash-trials fault-trials load-trial fuzz lint bench clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init ./cmd/cairn-env
@@ -41,6 +41,20 @@ CAIRN_FAULT_PARTITION ?= 2m
 fault-trials: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin CAIRN_FAULT_PARTITION=$(CAIRN_FAULT_PARTITION) $(GO) test -count=1 -timeout 60m -v \
 		-run '^(TestFaults.*|TestOffsiteStorageFaults)$$' ./internal/offsite ./test/integration
+
+# The load trial at length: CAIRN_LOAD_SANDBOXES sandboxes, each with a
+# writer appending to a file, each checkpointed every CAIRN_LOAD_INTERVAL
+# for CAIRN_LOAD_DURATION, the oldest checkpoints deleted; no checkpoint
+# may fail and cairnd's RSS and fds must stay flat (docs/reliability.md).
+# `make test` runs 6 sandboxes for 40s, one checkpoint each every 4s. 60s is
+# what 50 sandboxes sustain on the 2-core test machine: at 20s the deletes
+# fall behind (docs/reliability.md#load has the figures).
+CAIRN_LOAD_SANDBOXES ?= 50
+CAIRN_LOAD_DURATION ?= 5m
+CAIRN_LOAD_INTERVAL ?= 60s
+load-trial: test-deps build
+	CAIRN_BIN=$(CURDIR)/bin CAIRN_LOAD_SANDBOXES=$(CAIRN_LOAD_SANDBOXES) CAIRN_LOAD_DURATION=$(CAIRN_LOAD_DURATION) \
+		CAIRN_LOAD_INTERVAL=$(CAIRN_LOAD_INTERVAL) $(GO) test -count=1 -timeout 40m -v -run '^TestLoadTrial$$' ./test/integration
 
 # The fuzz targets, each for FUZZTIME (go test -fuzz runs one target at a
 # time). What they hold and where their seeds are: docs/security-output.md.
