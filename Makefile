@@ -26,9 +26,11 @@ test: test-deps build lint
 	CAIRN_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m ./...
 
 # The crash trials alone, at length: cairnd killed with SIGKILL during
-# checkpoint create, delete, restore in place and the browse refresh, and
-# checked after each restart (docs/crash-trials.md). `make test` runs 100;
-# CAIRN_CRASH_SEED=N repeats a run's choices.
+# checkpoint create (disk and memory), delete, restore in place, rollback,
+# the browse refresh, fork, snapshot restore, an upload to the two off-site
+# locations (versitygw) and the off-site delete with its garbage collection,
+# and checked after each restart (docs/crash-trials.md). `make test` runs
+# 100; CAIRN_CRASH_SEED=N repeats a run's choices.
 CAIRN_CRASH_TRIALS ?= 400
 crash-trials: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin CAIRN_CRASH_TRIALS=$(CAIRN_CRASH_TRIALS) $(GO) test -count=1 -timeout 90m -v -run '^TestCrashTrials$$' ./test/integration

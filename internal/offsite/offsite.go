@@ -778,7 +778,10 @@ func (s *Service) repairLagging(ctx context.Context, r *repo.Repository) {
 		_, failed := s.locErr[name]
 		due := s.retryOf(name).due(s.now())
 		s.mu.Unlock()
-		if !failed && !lacks(r, name, refs) || !due {
+		// A location that lists a checkpoint another records as deleted
+		// missed the end of a delete (a crash between the two commits).
+		missed := r.MissedDelete(name)
+		if !failed && !missed && !lacks(r, name, refs) || !due {
 			continue
 		}
 		s.mu.Lock()
@@ -805,6 +808,11 @@ func (s *Service) repairLagging(ctx context.Context, r *repo.Repository) {
 		}
 		delete(s.locErr, name)
 		delete(s.locRetry, name)
+		if missed {
+			// The repair gave it the tombstones; the packs only the
+			// deleted checkpoints needed go with a collection.
+			s.gcDue = true
+		}
 		s.mu.Unlock()
 		slog.Info("off-site: location up to date", "location", name, "copied", len(rep.Repaired))
 	}

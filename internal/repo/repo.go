@@ -535,6 +535,31 @@ func (r *Repository) Holders(ref ManifestRef) []string {
 	return out
 }
 
+// MissedDelete reports whether the named location's head still lists a
+// checkpoint that another location's head records as deleted: a Delete or
+// GC cut short (a crash) after one location committed its new head and
+// before the other did. The merged view (List) no longer shows that
+// checkpoint, so only a Repair of the location, then a GC, brings it up to
+// date and frees there what the delete freed in the other.
+func (r *Repository) MissedDelete(location string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	deleted := map[string]bool{}
+	for _, l := range r.locs {
+		if l.head != nil {
+			for _, m := range l.head.Deleted {
+				deleted[m] = true
+			}
+		}
+	}
+	for _, l := range r.locs {
+		if l.Name == location && l.head != nil {
+			return slices.ContainsFunc(l.head.Manifests, func(m string) bool { return deleted[m] })
+		}
+	}
+	return false
+}
+
 // Unavailable returns, per location name, why the location takes no
 // writes: its head could not be read (at Open or Reload), a write to it
 // failed, or another writer committed there (ErrConflict). Such a location

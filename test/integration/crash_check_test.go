@@ -39,16 +39,16 @@ func (r *crashRun) check(tr *trial) {
 		if name == tr.sandbox {
 			allowed = []string{tr.mark}
 		}
-		if name == tr.sandbox && tr.act == actRestore {
+		if name == tr.sandbox && tr.act.inPlace() {
 			want := r.marksOf(tr.target)
 			if tr.answered {
 				if !slices.Contains(want, mark) {
-					r.fatalf(tr, "the restore in place of %s answered that it was done before the kill, but /root/mark of %s reads %q after the restart, not %s's %q",
-						tr.target.ID, name, mark, tr.target.ID, want)
+					r.fatalf(tr, "the %s answered that it was done before the kill, but /root/mark of %s reads %q after the restart, not %s's %q",
+						opOf(tr), name, mark, tr.target.ID, want)
 				}
 			} else if !slices.Contains(want, mark) && mark != tr.mark {
-				r.fatalf(tr, "after a kill during the restore in place of %s, /root/mark of %s reads %q: neither the state before the restore (%q) nor %s's (%q)",
-					tr.target.ID, name, mark, tr.mark, tr.target.ID, want)
+				r.fatalf(tr, "after a kill during the %s, /root/mark of %s reads %q: neither the state before it (%q) nor %s's (%q)",
+					opOf(tr), name, mark, tr.mark, tr.target.ID, want)
 			}
 		} else if !slices.Contains(allowed, mark) {
 			r.fatalf(tr, "/root/mark of %s reads %q after the restart, want %q: its disk changed though nothing restored it", name, mark, allowed[0])
@@ -59,10 +59,20 @@ func (r *crashRun) check(tr *trial) {
 		r.checkSurvivors(tr, name)
 		r.known[name] = r.checkBrowse(tr, name)
 	}
-	if tr.act == actFork {
+	switch tr.act {
+	case actFork:
 		r.checkFork(tr)
+	case actSnapRestore:
+		r.checkSnapRestore(tr)
+	case actUpload:
+		r.checkUploadResumes(tr)
+	case actGC:
+		r.checkCollected(tr)
 	}
 	r.checkLog(tr)
+	if before := r.off.kept; r.keptManifests() != before {
+		r.t.Logf("%s: cairnd now keeps %d manifests that no checkpoint names (an upload committed off-site whose record the kill prevented)", tr, r.off.kept)
+	}
 }
 
 // execMark reads /root/mark of sandbox name within crashExecDeadline. A
@@ -146,7 +156,7 @@ func (r *crashRun) checkSurvivors(tr *trial, name string) {
 	for _, ck := range cks {
 		now[ck.ID] = ck
 	}
-	deleting := name == tr.sandbox && (tr.act == actDelete || tr.browseDelete)
+	deleting := name == tr.sandbox && (tr.act == actDelete || tr.act == actGC || tr.browseDelete)
 	for _, ck := range r.known[name] {
 		if _, ok := now[ck.ID]; ok {
 			if deleting && ck.ID == tr.target.ID && tr.answered {
@@ -177,9 +187,9 @@ func (r *crashRun) checkSurvivors(tr *trial, name string) {
 		if name == tr.sandbox {
 			switch ck.Trigger {
 			case api.TriggerManual:
-				ok = tr.act == actCreate || (tr.act == actBrowse && !tr.browseDelete)
+				ok = tr.act == actCreate || tr.act == actUpload || (tr.act == actBrowse && !tr.browseDelete)
 			case api.TriggerRestore:
-				ok = tr.act == actRestore
+				ok = tr.act.inPlace()
 			case api.TriggerFork:
 				ok = tr.act == actFork
 			}
@@ -474,7 +484,7 @@ func (r *crashRun) deleteAll() {
 		case !s.SandboxDeleted:
 			r.failf("at the end", len(r.history), "snapshot list shows %s of %s as of a sandbox that exists; every sandbox was deleted", s.ID, s.Sandbox)
 		case before:
-		case s.Trigger == api.TriggerDelete && (s.Sandbox == crashTmp || r.forkChildren[s.Sandbox]):
+		case s.Trigger == api.TriggerDelete && (s.Sandbox == crashTmp || r.tmpNames[s.Sandbox]):
 			tmpFinals++
 		case s.Trigger == api.TriggerDelete && slices.Contains(r.names, s.Sandbox):
 			finals++
@@ -555,73 +565,4 @@ func (d *daemon) mountsUnder() []string {
 		out = append(out, f[4])
 	}
 	return out
-}
-
-// checkFork checks a fork trial: all of its children or none of them
-// exist after the restart (all if it answered), nothing of a child that
-// does not exist is left on the host (container, root, host directory),
-// and the operation, when the caller learnt its id, answers how it ended:
-// failed with O02 when it was undone. The children are deleted then, so
-// that the fork checkpoint they came from can be deleted by later trials.
-func (r *crashRun) checkFork(tr *trial) {
-	d := r.d
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	all, err := d.client.Sandboxes(ctx, "")
-	if err != nil {
-		r.fatalf(tr, "cairn list fails after the restart: %v", err)
-	}
-	ids := map[string]bool{}
-	var children []string
-	for _, sb := range all {
-		ids[sb.ID] = true
-		if strings.HasPrefix(sb.Name, forkPrefix(tr)+"-") {
-			children = append(children, sb.Name)
-		}
-	}
-	switch {
-	case tr.answered && len(children) != crashForkCount:
-		r.fatalf(tr, "the fork answered before the kill, but %d of its %d children exist after the restart: %v", len(children), crashForkCount, children)
-	case len(children) != 0 && len(children) != crashForkCount:
-		r.fatalf(tr, "after a kill during the fork %d of its %d children exist: %v; want all or none", len(children), crashForkCount, children)
-	}
-	for _, c := range d.containers() {
-		if id, _, _ := strings.Cut(c, "."); !ids[id] {
-			r.fatalf(tr, "after the restart runsc has container %s, of no sandbox", c)
-		}
-	}
-	for _, id := range d.poolEntries() {
-		if !ids[id] {
-			r.fatalf(tr, "after the restart the pool holds the root of %s, which is no sandbox", id)
-		}
-	}
-	dirs, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
-	for _, e := range dirs {
-		if !ids[e.Name()] {
-			r.fatalf(tr, "after the restart the host directory sandboxes/%s of no sandbox is left", e.Name())
-		}
-	}
-	if id := tr.answer.op; id != "" && !tr.answered {
-		op, err := d.client.Operation(ctx, id)
-		switch {
-		case len(children) == 0 && err != nil && !strings.Contains(err.Error(), api.CodeNoOperation):
-			r.fatalf(tr, "operation %s of the fork: %v", id, err)
-		case len(children) == 0 && err == nil && (op.Error == nil || op.Error.Code != api.CodeInterrupted):
-			r.fatalf(tr, "the fork cut short was undone, but its operation %s answers %+v, not failed with %s", id, op, api.CodeInterrupted)
-		case len(children) != 0 && (err != nil || op.Status != api.OpSuccess):
-			r.fatalf(tr, "the fork finished before the kill, but its operation %s answers %+v, %v, not success", id, op, err)
-		}
-		if err == nil {
-			r.stats.forkOutcomes[op.Status]++
-		}
-	}
-	for _, name := range children {
-		if sb, err := d.client.Sandbox(ctx, name); err == nil {
-			r.tmpIDs = append(r.tmpIDs, sb.ID)
-		}
-		r.forkChildren[name] = true // its final checkpoint stays 14 days, as any deleted sandbox's
-		if _, err := d.cliErr("delete", name); err != nil {
-			r.fatalf(tr, "cairn delete %s (a child of the fork): %v", name, err)
-		}
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -23,13 +22,17 @@ import (
 )
 
 // The crash trials kill cairnd with SIGKILL at random moments of the
-// operations that move a checkpoint's disk (checkpoint create, checkpoint
-// delete, restore in place, and the refresh of /.cairn/checkpoints that
-// follows a create or a delete), start it again after each kill, and check
-// what a user relies on: cairnd and every sandbox answer, the browse
-// directory shows the five newest checkpoints, what was acknowledged
-// survived, every checkpoint restores with the files it was taken with,
-// and deleting the sandboxes leaves nothing behind. See docs/crash-trials.md.
+// operations that move a checkpoint's disk or its off-site copy
+// (checkpoint create, checkpoint delete, restore in place, rollback, the
+// refresh of /.cairn/checkpoints that follows a create or a delete, fork,
+// snapshot restore as a new sandbox, an upload to the two off-site
+// locations and the off-site delete with its garbage collection), start it
+// again after each kill, and check what a user relies on: cairnd and every
+// sandbox answer, the browse directory shows the five newest checkpoints,
+// what was acknowledged survived, every checkpoint restores with the files
+// it was taken with, uploads resume and finish, verify --offsite is clean,
+// and deleting everything leaves nothing behind, locally or off-site. See
+// docs/crash-trials.md.
 const (
 	crashDefaultTrials  = 100
 	crashMaxCheckpoints = 8                      // per sandbox; past it a create becomes a delete
@@ -50,6 +53,10 @@ const (
 	actRestore
 	actBrowse
 	actFork
+	actRollback    // cairn rollback NAME ID [--disk-only]
+	actSnapRestore // cairn snapshot restore REF NEW
+	actUpload      // a checkpoint create, killed while its upload runs
+	actGC          // a checkpoint delete, killed while its off-site delete runs
 	numActions
 )
 
@@ -57,8 +64,19 @@ const (
 const crashForkCount = 3
 
 func (a crashAction) String() string {
-	return [...]string{"checkpoint create", "checkpoint delete", "restore in place", "browse refresh", "fork"}[a]
+	return [...]string{"checkpoint create", "checkpoint delete", "restore in place", "browse refresh", "fork",
+		"rollback", "snapshot restore", "upload", "off-site delete+GC"}[a]
 }
+
+// inPlace reports whether a puts its sandbox back to a checkpoint.
+func (a crashAction) inPlace() bool { return a == actRestore || a == actRollback }
+
+// afterAnswer reports whether a's kill comes after the operation that
+// starts it answered: a browse refresh and an upload run in the background
+// once their create (or delete) is done. (The off-site delete of a GC
+// trial starts as soon as the checkpoint's row is gone, seconds before the
+// delete answers: its kill is timed from then.)
+func (a crashAction) afterAnswer() bool { return a == actBrowse || a == actUpload }
 
 // trial is one crash trial: what runs, through what, and when cairnd is
 // killed.
@@ -70,6 +88,12 @@ type trial struct {
 	target       api.Checkpoint // the checkpoint deleted or restored
 	memory       bool           // a create with --memory
 	browseDelete bool           // browse: the refresh follows a delete, not a create
+	diskOnly     bool           // rollback, snapshot restore: --disk-only
+	byGlobalID   bool           // snapshot restore: the checkpoint named by its global id, else SANDBOX/ID
+	bg           bgPhase        // upload, GC: where the background work was at the kill
+	sawUpload    bool           // upload: its state was seen "uploading" before the kill
+	rowGone      bool           // GC: the checkpoint was seen no longer listed before the kill
+	noSafety     bool           // rollback: --no-safety-checkpoint
 	viaCLI       bool           // the cairn CLI, else the Go client
 	delay        time.Duration
 	mark         string // written to /root/mark of the sandbox just before
@@ -82,6 +106,7 @@ type trial struct {
 type crashAnswer struct {
 	err     error
 	created string // the id of the checkpoint a create answered
+	global  string // and its global id
 	op      string // the id of a fork's operation, once cairnd gave it
 }
 
@@ -95,6 +120,25 @@ func (tr *trial) String() string {
 		what += " --memory"
 	case tr.act == actDelete || tr.act == actRestore:
 		what += " " + tr.target.ID
+	case tr.act == actRollback:
+		what += " " + tr.target.ID
+		if tr.diskOnly {
+			what += " --disk-only"
+		}
+		if tr.noSafety {
+			what += " --no-safety-checkpoint"
+		}
+	case tr.act == actSnapRestore:
+		what += " " + snapRef(tr) + " " + snapName(tr)
+		if tr.diskOnly {
+			what += " --disk-only"
+		}
+	case tr.act == actGC:
+		what += " (after checkpoint delete " + tr.target.ID + ")"
+	case tr.act == actUpload && tr.memory:
+		what += " (after checkpoint create --memory)"
+	case tr.act == actUpload:
+		what += " (after checkpoint create)"
 	case tr.act == actBrowse && tr.browseDelete:
 		what += " (after checkpoint delete " + tr.target.ID + ")"
 	case tr.act == actBrowse:
@@ -110,8 +154,11 @@ func (tr *trial) String() string {
 	if tr.answered {
 		when = "after its answer"
 	}
-	if tr.act == actBrowse {
+	switch tr.act {
+	case actBrowse:
 		return fmt.Sprintf("trial %d: %s of %s via %s, SIGKILL %v after the answer", tr.n, what, tr.sandbox, via, tr.delay.Round(time.Millisecond))
+	case actUpload, actGC:
+		return fmt.Sprintf("trial %d: %s of %s via %s, SIGKILL %v after %s (%s)", tr.n, what, tr.sandbox, via, tr.delay.Round(time.Millisecond), bgStart(tr), tr.bg)
 	}
 	return fmt.Sprintf("trial %d: %s of %s via %s, SIGKILL %v after its start (%s)", tr.n, what, tr.sandbox, via, tr.delay.Round(time.Millisecond), when)
 }
@@ -131,10 +178,12 @@ type crashRun struct {
 	known   map[string][]api.Checkpoint // sandbox → its checkpoints at the last check
 	history []string                    // the trials so far, for failure messages
 	tmpIDs  []string                    // ids of the restore-as-new sandboxes and the fork children
-	// forkChildren are the names of the children of forks that finished
-	// before their kill; the test deleted them after checking.
-	forkChildren map[string]bool
-	stats        crashStats
+	// tmpNames are the names of the sandboxes the trials made and deleted
+	// again (fork children, snapshot restores): their final checkpoints
+	// are deleted at every restore round.
+	tmpNames map[string]bool
+	off      *crashOffsite
+	stats    crashStats
 }
 
 // crashStats are the run's figures, printed at its end.
@@ -142,6 +191,10 @@ type crashStats struct {
 	trials, mid, after, viaCLI [numActions]int
 	memory                     int
 	forkOutcomes               map[string]int // what cut-short forks' operations answered, by status
+	snapOutcomes               map[string]int // what cut-short snapshot restores left: "whole", "none"
+	diskOnly                   int            // rollbacks and snapshot restores with --disk-only
+	bg                         [numActions]map[bgPhase]int
+	offsite                    offsiteStats
 	daemonRestarts             int
 	adopted, restartedByCairnd int // sandboxes, at cairnd's start, from its log
 	restartedByTest            int // sandboxes found stopped and started again
@@ -173,17 +226,22 @@ func TestCrashTrials(t *testing.T) {
 	}
 	t.Logf("%d trials, seed %d (CAIRN_CRASH_SEED=%d repeats the choices as long as the kills land alike: their timing varies)", trials, seed, seed)
 
-	d := startDaemon(t)
+	off := startCrashOffsite(t)
+	d := startDaemon(t, "--config", off.config)
 	r := &crashRun{
 		t: t, d: d, rng: rand.New(rand.NewSource(seed)), seed: seed,
-		names:        []string{"crash-a", "crash-b"},
-		marks:        map[string]string{},
-		pending:      map[string][]string{},
-		written:      map[string][]string{},
-		cur:          map[string]string{},
-		known:        map[string][]api.Checkpoint{},
-		forkChildren: map[string]bool{},
-		stats:        crashStats{logWarnings: map[string]int{}, forkOutcomes: map[string]int{}, start: time.Now()},
+		names:    []string{"crash-a", "crash-b"},
+		marks:    map[string]string{},
+		pending:  map[string][]string{},
+		written:  map[string][]string{},
+		cur:      map[string]string{},
+		known:    map[string][]api.Checkpoint{},
+		tmpNames: map[string]bool{},
+		off:      off,
+		stats:    crashStats{logWarnings: map[string]int{}, forkOutcomes: map[string]int{}, snapOutcomes: map[string]int{}, start: time.Now()},
+	}
+	for a := range r.stats.bg {
+		r.stats.bg[a] = map[bgPhase]int{}
 	}
 	defer r.report()
 	r.setUp()
@@ -200,10 +258,13 @@ func TestCrashTrials(t *testing.T) {
 			r.stats.restartTimes[len(r.stats.restartTimes)-1].Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 		if n%crashRestoreEvery == 0 && n != trials {
 			r.restoreAll(fmt.Sprintf("after trial %d", n))
+			r.checkOffsite(fmt.Sprintf("after trial %d", n))
 		}
 	}
 	r.restoreAll("at the end")
+	r.checkOffsite("at the end")
 	r.deleteAll()
+	r.deleteEverything()
 }
 
 // setUp makes the two sandboxes, each with a writer service that appends
@@ -253,18 +314,49 @@ func (r *crashRun) setUp() {
 	}
 }
 
+// crashWeights are how likely each action is picked. Most actions add a
+// checkpoint (a restore or rollback its safety checkpoint): the two that
+// remove one count twice, so that the sandboxes are seldom full and few
+// picks are turned into deletes (see pick).
+var crashWeights = [numActions]int{actCreate: 1, actDelete: 2, actRestore: 1, actBrowse: 1, actFork: 1,
+	actRollback: 1, actSnapRestore: 1, actUpload: 1, actGC: 2}
+
+// pickAction draws an action by crashWeights.
+func (r *crashRun) pickAction() crashAction {
+	total := 0
+	for _, w := range crashWeights {
+		total += w
+	}
+	n := r.rng.Intn(total)
+	for a, w := range crashWeights {
+		if n < w {
+			return crashAction(a)
+		}
+		n -= w
+	}
+	panic("unreachable")
+}
+
 // pick chooses the next trial: a sandbox (crash-a three times in four), an
-// action and its target, the way it is asked and the kill's delay.
+// action (by crashWeights), its target, the way it is asked and the kill's
+// delay. Past crashMaxCheckpoints a create or a fork becomes a delete, an
+// upload an off-site delete.
 func (r *crashRun) pick(n int) *trial {
-	tr := &trial{n: n, act: crashAction(r.rng.Intn(int(numActions))), viaCLI: r.rng.Intn(2) == 0, sandbox: "crash-a"}
+	tr := &trial{n: n, act: r.pickAction(), viaCLI: r.rng.Intn(2) == 0, sandbox: "crash-a"}
 	if r.rng.Intn(4) == 0 {
 		tr.sandbox = "crash-b"
 	}
 	cks := r.known[tr.sandbox]
-	var deletable []api.Checkpoint
+	var deletable, uploaded, memory []api.Checkpoint
 	for _, ck := range cks {
 		if !ck.Current {
 			deletable = append(deletable, ck)
+			if ck.Offsite == offsiteBoth {
+				uploaded = append(uploaded, ck)
+			}
+		}
+		if ck.HasMemory {
+			memory = append(memory, ck)
 		}
 	}
 	full := len(cks) >= crashMaxCheckpoints
@@ -273,28 +365,48 @@ func (r *crashRun) pick(n int) *trial {
 		if full && len(deletable) > 0 {
 			tr.act = actDelete
 		}
-	case actDelete:
+	case actUpload:
+		if full && len(deletable) > 0 {
+			tr.act = actGC
+		}
+	case actDelete, actGC:
 		if len(deletable) == 0 {
 			tr.act = actCreate
 		}
 	case actBrowse:
 		tr.browseDelete = len(deletable) > 0 && (full || r.rng.Intn(2) == 0)
-	case actRestore:
+	case actRestore, actRollback, actSnapRestore:
 		if len(cks) == 0 {
 			tr.act = actCreate
 		}
 	}
 	switch {
-	case tr.act == actDelete || tr.browseDelete:
+	case tr.act == actGC && len(uploaded) > 0:
+		tr.target = uploaded[r.rng.Intn(len(uploaded))] // the off-site delete then has something to do
+	case tr.act == actDelete || tr.act == actGC || tr.browseDelete:
 		tr.target = deletable[r.rng.Intn(len(deletable))]
+	case tr.act == actRollback || tr.act == actSnapRestore:
+		tr.diskOnly = r.rng.Intn(2) == 0
+		tr.byGlobalID = r.rng.Intn(2) == 0
+		tr.noSafety = tr.act == actRollback && r.rng.Intn(2) == 0
+		if tr.diskOnly && len(memory) > 0 && r.rng.Intn(2) == 0 {
+			tr.target = memory[r.rng.Intn(len(memory))] // --disk-only matters for a memory checkpoint
+		} else {
+			tr.target = cks[r.rng.Intn(len(cks))]
+		}
 	case tr.act == actRestore:
 		tr.target = cks[r.rng.Intn(len(cks))]
-	case tr.act == actCreate:
+	case tr.act == actCreate || tr.act == actUpload:
 		tr.memory = r.rng.Intn(4) == 0
 	}
-	if tr.act == actBrowse {
+	switch tr.act {
+	case actBrowse:
 		tr.delay = time.Duration(r.rng.Int63n(int64(crashBrowseKillMax)))
-	} else {
+	case actUpload:
+		tr.delay = time.Duration(r.rng.Int63n(int64(crashUploadKillMax)))
+	case actGC:
+		tr.delay = time.Duration(r.rng.Int63n(int64(crashGCKillMax)))
+	default:
 		tr.delay = time.Duration(r.rng.Int63n(int64(crashKillMax)))
 	}
 	tr.mark = fmt.Sprintf("t%d", n)
@@ -316,20 +428,28 @@ func (r *crashRun) run(tr *trial) {
 	if tr.memory {
 		r.stats.memory++
 	}
+	if tr.diskOnly {
+		r.stats.diskOnly++
+	}
+	logFrom := d.logSize()
 	done := make(chan crashAnswer, 1)
 	go func() { done <- r.operate(tr) }()
-	if tr.act == actBrowse {
+	if tr.act.afterAnswer() {
 		select {
 		case tr.answer = <-done:
 		case <-time.After(time.Minute):
-			r.fatalf(tr, "the %s that precedes the browse refresh did not answer within a minute (cairnd was not killed yet)", opOf(tr))
+			r.fatalf(tr, "the %s that precedes the %s did not answer within a minute (cairnd was not killed yet)", opOf(tr), tr.act)
 		}
 		if tr.answer.err != nil {
-			r.fatalf(tr, "the %s that precedes the browse refresh failed (cairnd was not killed yet): %v", opOf(tr), tr.answer.err)
+			r.fatalf(tr, "the %s that precedes the %s failed (cairnd was not killed yet): %v", opOf(tr), tr.act, tr.answer.err)
 		}
 		tr.answered = true
+		r.untilBackground(tr)
 		time.Sleep(tr.delay)
 	} else {
+		if tr.act == actGC {
+			r.untilRowGone(tr)
+		}
 		time.Sleep(tr.delay)
 		select {
 		case tr.answer = <-done:
@@ -338,6 +458,9 @@ func (r *crashRun) run(tr *trial) {
 		}
 	}
 	d.kill(syscall.SIGKILL)
+	if tr.act == actUpload || tr.act == actGC {
+		r.notePhase(tr, d.logSince(logFrom))
+	}
 	if !tr.answered {
 		select {
 		case tr.answer = <-done:
@@ -346,7 +469,7 @@ func (r *crashRun) run(tr *trial) {
 		}
 	}
 	switch {
-	case tr.act == actBrowse:
+	case tr.act.afterAnswer():
 		r.stats.after[tr.act]++
 	case tr.answered:
 		r.stats.after[tr.act]++
@@ -361,83 +484,6 @@ func (r *crashRun) run(tr *trial) {
 	d.start()
 	r.stats.restartTimes = append(r.stats.restartTimes, time.Since(t0))
 	r.stats.daemonRestarts++
-}
-
-// opOf names the operation a trial asks for.
-func opOf(tr *trial) string {
-	switch {
-	case tr.act == actDelete || tr.browseDelete:
-		return "checkpoint delete " + tr.target.ID
-	case tr.act == actRestore:
-		return "restore in place " + tr.target.ID
-	case tr.act == actFork:
-		return "fork"
-	}
-	return "checkpoint create"
-}
-
-// forkPrefix is the name prefix of a fork trial's children.
-func forkPrefix(tr *trial) string { return fmt.Sprintf("f%d", tr.n) }
-
-// operate asks for the trial's operation and returns its answer. It runs
-// on its own goroutine: it must not fail the test.
-func (r *crashRun) operate(tr *trial) crashAnswer {
-	ctx := context.Background()
-	c, name := r.d.client, tr.sandbox
-	switch {
-	case tr.act == actDelete || tr.browseDelete:
-		if tr.viaCLI {
-			_, err := r.d.cliErr("checkpoint", "delete", name, tr.target.ID)
-			return crashAnswer{err: err}
-		}
-		return crashAnswer{err: c.DeleteCheckpoint(ctx, name, tr.target.ID)}
-	case tr.act == actRestore:
-		if tr.viaCLI {
-			_, err := r.d.cliErr("restore", name, tr.target.ID, "--wait")
-			return crashAnswer{err: err}
-		}
-		op, err := c.RestoreCheckpoint(ctx, name, tr.target.ID, api.RestoreRequest{})
-		if err == nil {
-			_, err = c.WaitSandbox(ctx, op, nil)
-		}
-		return crashAnswer{err: err}
-	case tr.act == actFork:
-		req := api.ForkRequest{Count: crashForkCount, NamePrefix: forkPrefix(tr)}
-		if tr.viaCLI {
-			out, err := r.d.cliErr("--json", "fork", name, "--count", strconv.Itoa(req.Count), "--name-prefix", req.NamePrefix)
-			var lost struct {
-				Error struct {
-					Operation string `json:"operation"`
-				} `json:"error"`
-			}
-			if err != nil {
-				json.Unmarshal([]byte(out), &lost)
-			}
-			return crashAnswer{err: err, op: lost.Error.Operation}
-		}
-		op, err := c.Fork(ctx, name, req)
-		if err == nil {
-			_, err = c.WaitSandboxes(ctx, op, nil)
-		}
-		return crashAnswer{err: err, op: op.ID}
-	}
-	var ck api.Checkpoint
-	if tr.viaCLI {
-		args := []string{"--json", "checkpoint", "create", name}
-		if tr.memory {
-			args = append(args, "--memory")
-		}
-		out, err := r.d.cliErr(args...)
-		if err == nil {
-			err = json.Unmarshal([]byte(out), &ck)
-		}
-		return crashAnswer{err: err, created: ck.ID}
-	}
-	op, err := c.CreateCheckpoint(ctx, name, api.CreateCheckpointRequest{Memory: tr.memory})
-	if err == nil {
-		ck, err = c.WaitCheckpoint(ctx, op, nil)
-	}
-	return crashAnswer{err: err, created: ck.ID}
 }
 
 // cliErr runs the CLI and returns its stdout, or an error with its exit
@@ -554,14 +600,20 @@ func (r *crashRun) report() {
 	}
 	t.Logf("crash trials: %d in %v (seed %d)", total, time.Since(s.start).Round(time.Second), r.seed)
 	for a := crashAction(0); a < numActions; a++ {
-		if a == actBrowse {
+		switch a {
+		case actBrowse:
 			t.Logf("  %-18s %3d trials (%d via the CLI), all killed 0-%v after the answer", a, s.trials[a], s.viaCLI[a], crashBrowseKillMax)
 			continue
+		case actUpload, actGC:
+			continue // reportOffsite
 		}
 		t.Logf("  %-18s %3d trials (%d via the CLI): %d killed mid-operation, %d after the answer", a, s.trials[a], s.viaCLI[a], s.mid[a], s.after[a])
 	}
 	t.Logf("  memory checkpoints asked for: %d", s.memory)
+	r.reportOffsite()
+	t.Logf("  rollbacks and snapshot restores with --disk-only: %d", s.diskOnly)
 	t.Logf("  forks cut short whose operation answered after the restart: %v", s.forkOutcomes)
+	t.Logf("  snapshot restores cut short: the new sandbox after the restart, and what their operation answered: %v", s.snapOutcomes)
 	t.Logf("  cairnd restarts: %d; sandboxes adopted at start: %d, started again by cairnd: %d, found stopped and started by the test: %d, found crashed and started again by their policy: %d",
 		s.daemonRestarts, s.adopted, s.restartedByCairnd, s.restartedByTest, s.crashedRestarted)
 	for _, f := range []struct {
