@@ -581,6 +581,10 @@ func (s *Service) forgetFailures(cks []metadata.Checkpoint) {
 func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata.Checkpoint, cks []metadata.Checkpoint) {
 	log := slog.With("sandbox", ck.SandboxName, "checkpoint", ck.Seq, "global_id", ck.ID)
 	held, err := s.disk.Open(ctx, ck, disks.PurposeUpload)
+	if errors.Is(err, metadata.ErrNotFound) {
+		log.Info("off-site: checkpoint deleted before its upload began")
+		return
+	}
 	if err != nil {
 		s.failCheckpoint(ck.ID, err, errors.Is(err, disks.ErrLocalGone))
 		log.Warn("off-site: upload", "err", errText(err))
@@ -620,7 +624,12 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	ref, st, err := r.Backup(ctx, dir, opts)
 	s.mu.Lock()
 	s.upload = nil
+	// A canceled upload (its checkpoint was deleted) says nothing of the
+	// locations: what failed, failed for the cancel.
 	for name, e := range st.Failed {
+		if ctx.Err() != nil {
+			break
+		}
 		s.locErr[name] = e
 		if _, skipped := before[name]; !skipped {
 			s.retryOf(name).failed(s.now(), time.Duration(s.cfg.RetryMax))
@@ -629,7 +638,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	s.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, repo.ErrConflict) {
-			s.reload(ctx, r)
+			s.reload(context.WithoutCancel(ctx), r)
 		}
 		if ctx.Err() != nil {
 			log.Info("off-site: upload cancelled")

@@ -213,3 +213,52 @@ func TestBackupCanceledMidway(t *testing.T) {
 	f.restoreEqual(t, ref, src)
 	f.verifyClean(t)
 }
+
+// A backup canceled at its head's commit (the delete of a checkpoint
+// cancels its upload at any point) leaves no location failed: the next
+// backup goes to both. It used to mark them failed, and every upload after
+// failed with "no location available" until they were repaired. One
+// canceled once its head is written is committed.
+func TestBackupCanceledAtTheCommitFailsNoLocation(t *testing.T) {
+	for _, at := range []backendtest.Op{backendtest.OpCreate, backendtest.OpList} {
+		t.Run(string(at), func(t *testing.T) {
+			f := newFixture(t)
+			src := filepath.Join(t.TempDir(), "src")
+			pipelineTree(t, src)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for _, fy := range f.faulty {
+				fy.Inject(func(op backendtest.Op, name string) error {
+					if op == at && strings.HasPrefix(name, headsDir) {
+						cancel()
+						return ctx.Err()
+					}
+					return nil
+				})
+			}
+			first, _, err := f.repo.Backup(ctx, src, BackupOptions{})
+			for _, fy := range f.faulty {
+				fy.Inject(nil)
+			}
+			switch {
+			case at == backendtest.OpCreate && !errors.Is(err, context.Canceled):
+				t.Fatalf("backup canceled before its head was written: %v", err)
+			case at == backendtest.OpList && err != nil:
+				// Its head is written: it is committed, and says so
+				// (else its manifest would be kept with no checkpoint
+				// naming it).
+				t.Fatalf("backup canceled after its head was written: %v", err)
+			case at == backendtest.OpList:
+				f.restoreEqual(t, first, src)
+			}
+			if u := f.repo.Unavailable(); u != nil {
+				t.Fatalf("a backup canceled at the commit failed locations: %v", u)
+			}
+			ref, st := f.backup(t, src, nil)
+			if len(st.Failed) != 0 {
+				t.Fatalf("the backup after: failed %v", st.Failed)
+			}
+			f.restoreEqual(t, ref, src)
+		})
+	}
+}

@@ -458,11 +458,20 @@ func (r *Repository) commitHead(ctx context.Context, l *location, h *index.Head)
 	if errors.Is(err, backend.ErrExists) {
 		err = fmt.Errorf("commit head: generation %d exists: %w", h.Generation, ErrConflict)
 	}
+	// A commit that ctx's end cut short fails no location: its head was
+	// written or not, and the next commit or reload finds out which.
 	if err != nil {
-		l.fail(err)
+		l.failUnlessCanceled(ctx, err)
 		return fmt.Errorf("commit head: %w", err)
 	}
 	infos, err := l.Backend.List(ctx, headsDir)
+	if err != nil && ctx.Err() != nil {
+		// The head is committed (Create succeeded, and only one Create of
+		// a name does); only the look for a newer one was cut short, and
+		// the next commit's Create finds one anyway.
+		l.head, l.headName, l.gen, l.err = h, name, h.Generation, nil
+		return nil
+	}
 	if err != nil {
 		l.fail(fmt.Errorf("commit head: %w", err))
 		return fmt.Errorf("commit head: %w", err)
