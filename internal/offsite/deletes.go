@@ -128,4 +128,3 @@ func (s *Service) collectIfDue(ctx context.Context, r *repo.Repository) {
 	s.mu.Unlock()
 	slog.Info("off-site: garbage collected after a partial delete", "took", s.now().Sub(start).Round(time.Millisecond))
 }
-
