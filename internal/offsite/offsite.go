@@ -522,7 +522,9 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	s.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, repo.ErrConflict) {
-			s.reload(context.WithoutCancel(ctx), r)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			s.reload(rctx, r)
+			cancel()
 		}
 		if ctx.Err() != nil {
 			log.Info("off-site: upload cancelled")

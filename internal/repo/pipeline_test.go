@@ -228,8 +228,10 @@ func TestBackupCanceledAtTheCommitFailsNoLocation(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			for _, fy := range f.faulty {
+				fired := false // once per location: the look done again past the cancel works
 				fy.Inject(func(op backendtest.Op, name string) error {
-					if op == at && strings.HasPrefix(name, headsDir) {
+					if op == at && strings.HasPrefix(name, headsDir) && !fired {
+						fired = true
 						cancel()
 						return ctx.Err()
 					}

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/repo/backend"
 	"github.com/cairn-sandbox/cairn/internal/repo/compress"
@@ -447,6 +448,10 @@ func (r *Repository) loadSealed(ctx context.Context, b backend.Backend, name str
 //
 // A failure marks l (see location.err): after an error from Create, whether
 // the head landed is unknown until l is read again.
+// commitCheckWait bounds the look for a newer head that commitHead does
+// again when a cancel cut the first one short.
+const commitCheckWait = 15 * time.Second
+
 func (r *Repository) commitHead(ctx context.Context, l *location, h *index.Head) error {
 	h.Generation = l.gen + 1
 	obj, _, err := r.sealObject(index.EncodeHead(h), headAD)
@@ -460,17 +465,26 @@ func (r *Repository) commitHead(ctx context.Context, l *location, h *index.Head)
 	}
 	// A commit that ctx's end cut short fails no location: its head was
 	// written or not, and the next commit or reload finds out which.
+	if errors.Is(err, ErrConflict) {
+		l.fail(err)
+		return fmt.Errorf("commit head: %w", err)
+	}
 	if err != nil {
 		l.failUnlessCanceled(ctx, err)
 		return fmt.Errorf("commit head: %w", err)
 	}
 	infos, err := l.Backend.List(ctx, headsDir)
 	if err != nil && ctx.Err() != nil {
-		// The head is committed (Create succeeded, and only one Create of
-		// a name does); only the look for a newer one was cut short, and
-		// the next commit's Create finds one anyway.
-		l.head, l.headName, l.gen, l.err = h, name, h.Generation, nil
-		return nil
+		// The head is written (Create succeeded, and only one Create of a
+		// name does); the look for a newer one, which fences a stale
+		// writer, was cut short: it is done again past the cancel, for a
+		// bounded time, so that a head is never claimed unchecked.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitCheckWait)
+		infos, err = l.Backend.List(lctx, headsDir)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("commit head: %w", err) // not a fault of the location's
+		}
 	}
 	if err != nil {
 		l.fail(fmt.Errorf("commit head: %w", err))

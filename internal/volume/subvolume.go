@@ -103,6 +103,8 @@ func (p *Pool) ReclaimAll(ctx context.Context, paths []string) map[string]error 
 	// the next periodic commit), then wait for these subvolumes only:
 	// another deleted one may stay while something holds it open.
 	if err := run(ctx, "btrfs", "filesystem", "sync", p.root); err != nil {
+		// The deletes are made, not yet durable: a power cut could bring
+		// one back, with no row naming it, for the sweep at the next start.
 		slog.Warn("reclaim: commit the deletes", "err", err)
 		return failed
 	}
