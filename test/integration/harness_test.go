@@ -216,7 +216,10 @@ func (d *daemon) destroy() {
 		}
 	}
 	// runsc keeps a bind mount of an empty network namespace in its root.
-	exec.Command("umount", filepath.Join(d.dataDir, "runsc", "null-netns")).Run()
+	// Each cairnd start may bind it once more (a killed one leaves its
+	// mount): unmounted until none is left, at most a few times.
+	for i := 0; i < 8 && exec.Command("umount", filepath.Join(d.dataDir, "runsc", "null-netns")).Run() == nil; i++ {
+	}
 	// The browse server outlives cairnd by design: unmounting its view
 	// ends it.
 	if err := browse.Stop(filepath.Join(d.dataDir, "browse")); err != nil {
