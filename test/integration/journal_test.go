@@ -164,45 +164,12 @@ func TestCreateInterruptedByCrashIsUndone(t *testing.T) {
 	d.create("keep")
 	before, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
 
-	cmd := exec.Command(filepath.Join(binDir, "cairn"), "--socket", d.socket, "--json", "create", "half")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	// Killed once its host directory exists: its root is made, its
 	// container is being started.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	opID := interrupted(t, d, func() bool {
 		now, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes"))
-		if len(now) > len(before) {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the create ended before cairnd was killed (%v): %s", err, stdout.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the create made no host directory within a minute")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	d.kill(syscall.SIGKILL)
-	if err := <-exited; err == nil {
-		t.Fatalf("cairn create succeeded though cairnd died in its middle: %s", stdout.String())
-	}
-	var lost struct {
-		Error struct {
-			Operation string `json:"operation"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(stdout.Bytes(), &lost) != nil || lost.Error.Operation == "" {
-		t.Fatalf("cairn create --json after cairnd died: %q; want the error with the operation id", stdout.String())
-	}
-	d.start()
+		return len(now) > len(before)
+	}, "create", "half")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -219,9 +186,8 @@ func TestCreateInterruptedByCrashIsUndone(t *testing.T) {
 	if roots := d.poolEntries(); len(roots) != 1 {
 		t.Errorf("sandbox roots after the restart: %v, want keep's alone", roots)
 	}
-	op, err := d.client.Operation(ctx, lost.Error.Operation)
-	if err != nil || op.Status != api.OpFailure || op.Error == nil || op.Error.Code != api.CodeInterrupted {
-		t.Errorf("operation %s after the restart: %+v, %v; want failed with %s", lost.Error.Operation, op, err, api.CodeInterrupted)
+	if op := operationAfter(t, d, opID); op.Status != api.OpFailure || op.Error == nil || op.Error.Code != api.CodeInterrupted {
+		t.Errorf("operation %s after the restart: %+v; want failed with %s", opID, op, api.CodeInterrupted)
 	}
 	d.create("half")
 	d.sh("half", "true")
