@@ -48,13 +48,24 @@ func (s *Service) deleteQueued(ctx context.Context, r *repo.Repository, cks []me
 	if len(queued) == 0 {
 		return
 	}
+	// A queued manifest that no head lists any more was deleted, but the
+	// delete may have been cut short (a crash) after the heads were
+	// committed and before the objects they no longer need were removed:
+	// a collection finishes it. (Delete collects too.)
 	var drop []repo.ManifestRef
+	cutShort := false
 	for _, id := range queued {
-		if stored[id] && !named[id] {
+		switch {
+		case named[id]:
+		case stored[id]:
 			drop = append(drop, repo.ManifestRef{ID: id})
+		default:
+			cutShort = true
 		}
 	}
-	if len(drop) > 0 {
+	allUp := len(r.Unavailable()) == 0
+	switch {
+	case len(drop) > 0:
 		start := s.now()
 		before := r.Unavailable()
 		err := r.Delete(ctx, drop...)
@@ -70,13 +81,24 @@ func (s *Service) deleteQueued(ctx context.Context, r *repo.Repository, cks []me
 			return
 		}
 		slog.Info("off-site: deleted", "manifests", len(drop), "took", s.now().Sub(start).Round(time.Millisecond))
+	case cutShort && allUp:
+		start := s.now()
+		err := r.GC(ctx)
+		if errors.Is(err, repo.ErrConflict) {
+			s.reload(ctx, r)
+		}
+		if err != nil {
+			slog.Warn("off-site: garbage collection after a delete cut short", "err", errText(err))
+			s.noteLocationErrors(r, nil)
+			return
+		}
+		slog.Info("off-site: garbage collected after a delete cut short", "took", s.now().Sub(start).Round(time.Millisecond))
 	}
 	// Deleted now, named by a checkpoint again, or gone already: off the
 	// queue. (A location that missed the delete learns it from the other
 	// one's tombstone when it is repaired.) "Gone" counts only while every
 	// location answers: one that is down may hold a manifest the others
 	// never had.
-	allUp := len(r.Unavailable()) == 0
 	var done []string
 	for _, id := range queued {
 		if stored[id] || named[id] || allUp {
