@@ -256,12 +256,26 @@ func lockDataDir(dir string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("data dir %s is in use by another cairnd", dir)
+	// A cairnd that was just killed may hold the lock a moment longer
+	// through a child it was starting (a forked process keeps a copy of
+	// every descriptor until its exec closes it), so a start right after
+	// a crash waits a little before it gives up.
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("data dir %s is in use by another cairnd", dir)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return func() { f.Close() }, nil
 }
+
+// lockWait is how long a start waits for the data dir's lock.
+const lockWait = 3 * time.Second
 
 // listen opens the API socket, mode 0600, replacing a stale one.
 func listen(path string) (net.Listener, error) {
