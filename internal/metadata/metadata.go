@@ -174,9 +174,27 @@ type Sandbox struct {
 	// refer to, the image's files included (a btrfs quota-group limit);
 	// 0: no limit.
 	DiskBytes int64
+	// Network is its network mode and rules; changed by
+	// SetSandboxNetwork. A Mode of "" given to CreateSandbox stores
+	// NetworkNone.
+	Network   NetworkSettings
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// NetworkSettings are a sandbox's network mode and its allow and deny
+// rules, as the user gave them (package network checks them).
+type NetworkSettings struct {
+	Mode  string   `json:"-"`
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Network modes as stored.
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
 
 // InsidePolicy is what processes inside a sandbox may create through its
 // management socket (/.cairn/api.sock).
@@ -226,6 +244,8 @@ func (sb Sandbox) Validate() error {
 		return fmt.Errorf("invalid sandbox %s: negative disk size %d", sb.ID, sb.DiskBytes)
 	case sb.Restart != "" && !sb.Restart.Valid():
 		return fmt.Errorf("invalid sandbox %s: unknown restart policy %q", sb.ID, sb.Restart)
+	case sb.Network.Mode != "" && sb.Network.Mode != NetworkNone && sb.Network.Mode != NetworkEgress:
+		return fmt.Errorf("invalid sandbox %s: unknown network mode %q", sb.ID, sb.Network.Mode)
 	}
 	if _, err := AutoCheckpointSeconds(sb.AutoCheckpoint); err != nil {
 		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)
@@ -280,12 +300,16 @@ type Checkpoint struct {
 	// for automatic ones, given by the caller. Unique in the sandbox.
 	Seq string
 	// Name is the snapshot name, unique in the account; "" = unnamed.
-	Name          string
-	Trigger       string // one of the Trigger constants
-	Consistency   string // one of the Consistency constants
-	Comment       string
-	Label         string
-	HasMemory     bool
+	Name        string
+	Trigger     string // one of the Trigger constants
+	Consistency string // one of the Consistency constants
+	Comment     string
+	Label       string
+	HasMemory   bool
+	// MemoryNetwork is the network mode of the container whose memory it
+	// holds (NetworkNone or NetworkEgress; "" when it has none): a resume
+	// gives the container that network, whatever the sandbox's mode is.
+	MemoryNetwork string
 	Image         string // the image the sandbox was made from (to restore as new)
 	SizeExclusive int64  // bytes only this checkpoint holds (what deleting it frees)
 	SizeTotal     int64  // bytes it refers to in all
@@ -538,6 +562,9 @@ type Store interface {
 	// SandboxCrashed, LastCrash {reason, at}, UpdatedAt now. ErrNotFound if
 	// no sandbox has that id.
 	SetSandboxCrashed(ctx context.Context, id, reason string, at time.Time) error
+	// SetSandboxNetwork records the sandbox's network settings.
+	// ErrNotFound if it does not exist.
+	SetSandboxNetwork(ctx context.Context, id string, n NetworkSettings) error
 	// SetRestartPolicy records p as the sandbox's restart policy and sets
 	// UpdatedAt to now; a policy that is not Valid is a plain error,
 	// ErrNotFound if no sandbox has that id.

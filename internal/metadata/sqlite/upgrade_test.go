@@ -67,9 +67,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	day := func(d, us int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, us*1000, time.UTC) }
 	want := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
-			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
+			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
-			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
+			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
 	}
 	got, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -161,10 +161,10 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	wantSbs := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
 			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
 			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
 	}
 	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -277,10 +277,10 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	wantSbs := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxRunning,
 			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxStopped,
 			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
-			AutoCheckpoint: time.Hour, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+			AutoCheckpoint: time.Hour, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
 	}
 	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -300,7 +300,7 @@ func TestUpgradeFromVersion3(t *testing.T) {
 			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77,
 			DiskPath: "checkpoints/c000000000000001", CreatedAt: day(2, 12, 0)},
 		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
-			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, Image: "debian",
+			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, MemoryNetwork: metadata.NetworkNone, Image: "debian",
 			RootGeneration: 78, DiskPath: "checkpoints/c000000000000002", MemoryPath: "memory/c000000000000002", CreatedAt: day(2, 13, 0)},
 	}
 	cks, err := s.ListCheckpoints(ctx, 7, metadata.CheckpointFilter{IncludeAuto: true})
@@ -402,7 +402,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 			SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77, OffsiteManifest: "aaaa",
 			DiskPath: "checkpoints/c000000000000001", CreatedAt: day(12)},
 		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
-			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, Image: "debian",
+			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, MemoryNetwork: metadata.NetworkNone, Image: "debian",
 			RootGeneration: 78, DiskPath: "checkpoints/c000000000000002", MemoryPath: "memory/c000000000000002", CreatedAt: day(13)},
 		{ID: "c000000000000003", AccountID: 7, SandboxID: "000000000000dead", SandboxName: "gone", Seq: "auto-20300102T140000Z",
 			Trigger: metadata.TriggerDelete, Consistency: metadata.ConsistencyCrash, Image: "busybox",
@@ -526,3 +526,7 @@ func TestUpgradeFromVersion7(t *testing.T) {
 		t.Errorf("after SetInsidePolicy: %+v, %v; want %+v", sb.Inside, err, p)
 	}
 }
+
+// oldNetwork is what a sandbox made before networking (schema version 14)
+// has: loopback only, as it had.
+var oldNetwork = metadata.NetworkSettings{Mode: metadata.NetworkNone}
