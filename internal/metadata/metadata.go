@@ -300,16 +300,12 @@ type Checkpoint struct {
 	// for automatic ones, given by the caller. Unique in the sandbox.
 	Seq string
 	// Name is the snapshot name, unique in the account; "" = unnamed.
-	Name        string
-	Trigger     string // one of the Trigger constants
-	Consistency string // one of the Consistency constants
-	Comment     string
-	Label       string
-	HasMemory   bool
-	// MemoryNetwork is the network mode of the container whose memory it
-	// holds (NetworkNone or NetworkEgress; "" when it has none): a resume
-	// gives the container that network, whatever the sandbox's mode is.
-	MemoryNetwork string
+	Name          string
+	Trigger       string // one of the Trigger constants
+	Consistency   string // one of the Consistency constants
+	Comment       string
+	Label         string
+	HasMemory     bool
 	Image         string // the image the sandbox was made from (to restore as new)
 	SizeExclusive int64  // bytes only this checkpoint holds (what deleting it frees)
 	SizeTotal     int64  // bytes it refers to in all

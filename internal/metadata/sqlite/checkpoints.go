@@ -14,7 +14,7 @@ import (
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
 	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest,
-	disk_path, memory_path, from_inside, offsite_unstorable, memory_network`
+	disk_path, memory_path, from_inside, offsite_unstorable`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -42,11 +42,11 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
-			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath, ck.FromInside, ck.OffsiteUnstorable, ck.MemoryNetwork)
+			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath, ck.FromInside, ck.OffsiteUnstorable)
 		if err != nil {
 			return checkpointWriteError(err, ck)
 		}
@@ -189,7 +189,7 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
 		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite,
-		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable, &ck.MemoryNetwork)
+		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {

@@ -300,7 +300,7 @@ func TestUpgradeFromVersion3(t *testing.T) {
 			Image: "debian", SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77,
 			DiskPath: "checkpoints/c000000000000001", CreatedAt: day(2, 12, 0)},
 		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
-			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, MemoryNetwork: metadata.NetworkNone, Image: "debian",
+			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, Image: "debian",
 			RootGeneration: 78, DiskPath: "checkpoints/c000000000000002", MemoryPath: "memory/c000000000000002", CreatedAt: day(2, 13, 0)},
 	}
 	cks, err := s.ListCheckpoints(ctx, 7, metadata.CheckpointFilter{IncludeAuto: true})
@@ -402,7 +402,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 			SizeExclusive: 4096, SizeTotal: 8192, RootGeneration: 77, OffsiteManifest: "aaaa",
 			DiskPath: "checkpoints/c000000000000001", CreatedAt: day(12)},
 		{ID: "c000000000000002", AccountID: 7, SandboxID: "0000000000000001", SandboxName: "web", Seq: "auto-20300102T130000Z",
-			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, MemoryNetwork: metadata.NetworkNone, Image: "debian",
+			Trigger: metadata.TriggerStop, Consistency: metadata.ConsistencyFrozen, HasMemory: true, Image: "debian",
 			RootGeneration: 78, DiskPath: "checkpoints/c000000000000002", MemoryPath: "memory/c000000000000002", CreatedAt: day(13)},
 		{ID: "c000000000000003", AccountID: 7, SandboxID: "000000000000dead", SandboxName: "gone", Seq: "auto-20300102T140000Z",
 			Trigger: metadata.TriggerDelete, Consistency: metadata.ConsistencyCrash, Image: "busybox",
