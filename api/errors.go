@@ -15,7 +15,8 @@ type ErrorInfo struct {
 
 // Stable error codes. They are documented in docs/errors.md; never reuse or
 // renumber one. The letter says the area: V validation, S sandboxes,
-// I images, K checkpoints, L limits, A auth, O operations, X internal.
+// I images, K checkpoints, L limits, N networks, A auth, O operations,
+// X internal.
 const (
 	CodeInvalidName     = "V01" // a name does not match ^[a-z0-9][a-z0-9-]{0,62}$
 	CodeInvalidArgument = "V02" // a flag or field has a bad value
@@ -52,6 +53,10 @@ const (
 	CodeNotOffsite         = "R02" // the checkpoint is not (yet) held by any off-site location
 	CodeNoLocation         = "R03" // no off-site location with that name
 	CodeOffsiteFailed      = "R04" // reading the checkpoint back from off-site failed (damaged or missing data)
+
+	CodeNetworkUnavailable = "N01" // the sandbox's network could not be made or is off
+	CodeInvalidRule        = "N02" // a network rule is not an IPv4 address, CIDR or domain pattern
+	CodePortClosed         = "N03" // nothing listens on that port inside the sandbox
 
 	CodeNoOperation = "O01" // no operation with that id
 	CodeInterrupted = "O02" // the operation was interrupted by a cairnd restart and undone at its start

@@ -75,6 +75,9 @@ type Sandbox struct {
 	LastOffsiteAt *time.Time `json:"last_offsite_at,omitempty"`
 	// OffsiteOff is true when off-site copies are disabled.
 	OffsiteOff bool `json:"offsite_off,omitempty"`
+	// Network is its network mode and rules (and, while it runs, the
+	// network its container has).
+	Network *Network `json:"network,omitempty"`
 	// SavedSession is the id of the memory checkpoint the next start
 	// resumes from (after `cairn stop --snapshot`); empty: the next start
 	// boots.
@@ -170,14 +173,49 @@ type CreateSandboxRequest struct {
 	Inside *InsideChange `json:"inside,omitempty"`
 	// Restart is the restart policy: "on-failure" (default), "always", "no".
 	Restart string `json:"restart,omitempty"`
+	// Network is its network mode and rules; default: mode egress, no
+	// rules of its own (see docs/networking.md).
+	Network *NetworkChange `json:"network,omitempty"`
+}
+
+// Network is a sandbox's network: its mode and rules (docs/networking.md).
+type Network struct {
+	// Mode is "egress" (outbound connections under the rules) or "none"
+	// (loopback only).
+	Mode string `json:"mode"`
+	// Allow and Deny are IPv4 addresses, CIDRs and domain patterns
+	// ("example.com", "*.example.com"). The most specific CIDR wins (deny
+	// on a tie); addresses resolved for an allowed name are reachable
+	// whatever the CIDRs say; private, link-local and other reserved
+	// ranges are refused unless allowed.
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+	// Active is the network the running container has: "egress" or
+	// "none". It differs from Mode after a change from none to egress
+	// until the sandbox boots again (a change to none blocks everything
+	// at once).
+	Active string `json:"active,omitempty"`
+	// Address is the sandbox's IPv4 address inside, and Gateway its
+	// gateway and DNS resolver; the same in every sandbox.
+	Address string `json:"address,omitempty"`
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// NetworkChange changes a sandbox's network; nil fields stay as they
+// are. A list given replaces the old one (an empty list clears it).
+type NetworkChange struct {
+	Mode  string    `json:"mode,omitempty"`
+	Allow *[]string `json:"allow,omitempty"`
+	Deny  *[]string `json:"deny,omitempty"`
 }
 
 // ConfigureSandboxRequest is the body of PATCH /v1/sandboxes/{name}; unset
 // fields are left as they are.
 type ConfigureSandboxRequest struct {
-	AutoCheckpoint string        `json:"auto_checkpoint,omitempty"`
-	Inside         *InsideChange `json:"inside,omitempty"`
-	Restart        string        `json:"restart,omitempty"`
+	AutoCheckpoint string         `json:"auto_checkpoint,omitempty"`
+	Inside         *InsideChange  `json:"inside,omitempty"`
+	Restart        string         `json:"restart,omitempty"`
+	Network        *NetworkChange `json:"network,omitempty"`
 }
 
 // Image is a read-only root file system sandboxes start from.

@@ -49,7 +49,7 @@ func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config)
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config, "--network-off")
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for the bench must not stop cairnd
 	// before the bench has deleted its sandboxes through it.

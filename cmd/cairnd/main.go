@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
+	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 )
 
@@ -36,6 +38,11 @@ func main() {
 	flag.StringVar(&diskLimit, "disk-limit", "", "the account's limit on disk used by sandboxes and checkpoints, e.g. 50G (default: unlimited)")
 	flag.StringVar(&defaultDisk, "default-disk", "10G", "disk size of a sandbox created without --disk, the image's files included (at most the pool's size)")
 	flag.StringVar(&poolReserve, "pool-reserve", "", "part of the pool kept from sandboxes' data, for the metadata of checkpoints and deletes (default: a tenth of the pool, 256M to 4G)")
+	var netRange string
+	flag.StringVar(&cfg.Network.Uplink, "network-uplink", "", "interface sandboxes reach the outside through; nothing goes out another (default: the default IPv4 route's)")
+	flag.StringVar(&cfg.Network.DNSUpstream, "dns-upstream", "", "IP:PORT of the resolver the sandboxes' resolvers ask (default: the first nameserver of /etc/resolv.conf)")
+	flag.StringVar(&netRange, "network-range", network.DefaultRange.String(), "IPv4 range of the host's ends of the sandboxes' links, a /30 per running sandbox; must not overlap the host's networks")
+	flag.BoolVar(&cfg.NetworkOff, "network-off", false, "no networking: every sandbox has loopback only, and one whose mode is egress does not start (N01)")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -67,6 +74,9 @@ func main() {
 		if cfg.PoolReserve, err = sandbox.ParseSize(poolReserve); err != nil {
 			fatal(fmt.Errorf("--pool-reserve: %w", err))
 		}
+	}
+	if cfg.Network.Range, err = netip.ParsePrefix(netRange); err != nil {
+		fatal(fmt.Errorf("--network-range: %w", err))
 	}
 	if configFile != "" {
 		if err := daemon.LoadFile(configFile, &cfg); err != nil {

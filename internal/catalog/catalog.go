@@ -34,6 +34,9 @@ type LiveState struct {
 	Pid            int
 	Container      string
 	AgentConnected bool
+	// Network is the network its container has: metadata.NetworkNone or
+	// NetworkEgress.
+	Network string
 	// AutoCheckpointNote says why its last automatic checkpoint was
 	// skipped; "" when it was not.
 	AutoCheckpointNote string

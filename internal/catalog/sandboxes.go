@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/network"
 )
 
 // view turns a stored sandbox into its API form, with its live state.
@@ -28,6 +29,11 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	out.Inside = api.InsideSettings{Memory: sb.Inside.Memory, Names: sb.Inside.Names,
 		CheckpointsPerMinute: sb.Inside.PerMinute, CheckpointsKept: sb.Inside.Keep}
 	out.Restart = string(sb.Restart)
+	mode := sb.Network.Mode
+	if mode == "" {
+		mode = metadata.NetworkNone
+	}
+	out.Network = &api.Network{Mode: mode, Allow: sb.Network.Allow, Deny: sb.Network.Deny}
 	if sb.LastCrash.What != "" {
 		out.LastCrash = &api.SandboxEvent{What: sb.LastCrash.What, At: sb.LastCrash.At}
 	}
@@ -50,6 +56,10 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		out.AgentConnected = live.AgentConnected
 		out.Pid = live.Pid
 		out.Container = live.Container
+		out.Network.Active = live.Network
+		if live.Network == metadata.NetworkEgress {
+			out.Network.Address, out.Network.Gateway = network.GuestAddr.String(), network.GatewayAddr.String()
+		}
 	}
 	return out
 }

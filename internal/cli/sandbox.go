@@ -24,11 +24,13 @@ type createOptions struct {
 	AutoCheckpoint string // interval, e.g. "15m"; "" for the daemon's default
 	Inside         *api.InsideChange
 	Restart        string // restart policy; "" for on-failure
+	Network        *api.NetworkChange
 }
 
 func newCreateCommand(g *globalOptions) *cobra.Command {
 	var opts createOptions
 	var inside insideFlags
+	var netFlags networkFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a sandbox and start it",
@@ -60,8 +62,12 @@ again from its disk after 1 s, 2 s, 4 s, 8 s, 16 s, at most 5 times in 10
 minutes; always does so also when it ended by itself (kill 1 inside); no
 leaves it crashed. "cairn config" changes it.
 
+` + networkHelp + ` "cairn network set" changes them.
+
 ` + insideHelp + ` "cairn config" changes them too.`,
 		Example: `  cairn create web
+  cairn create dev --image debian --deny 0.0.0.0/0 --allow '*.debian.org'
+  cairn create offline --network none
   cairn create dev --image debian --cpus 2 --memory 2G --disk 20G
   cairn create agent --auto-checkpoint 15m --restart no
   cairn create agent --inside-memory --inside-rate 2 --inside-keep 10`,
@@ -69,6 +75,10 @@ leaves it crashed. "cairn config" changes it.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Inside = inside.change(cmd.Flags())
+			var err error
+			if opts.Network, err = netFlags.change(cmd.Flags(), "network"); err != nil {
+				return err
+			}
 			return runCreate(cmd.Context(), opts, g)
 		},
 	}
@@ -80,6 +90,7 @@ leaves it crashed. "cairn config" changes it.
 	boundedSizeVar(f, &opts.Disk, "disk", api.MinDiskBytes, api.MaxDiskBytes, "disk size, the image's files included, e.g. 20G; 64M to the pool's size (default: cairnd's --default-disk)")
 	boundedDurationVar(f, &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
 	f.StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no (default on-failure)")
+	netFlags.register(f, "network")
 	return cmd
 }
 
@@ -94,6 +105,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		AutoCheckpoint: opts.AutoCheckpoint,
 		Inside:         opts.Inside,
 		Restart:        opts.Restart,
+		Network:        opts.Network,
 	})
 	if err != nil {
 		return err
@@ -223,6 +235,7 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
 	t.Row("from inside", formatInside(sb.Inside))
 	t.Row("restart", orDash(sb.Restart))
+	t.Row("network", formatNetwork(sb.Network))
 	t.Row("last crash", formatEvent(g.now(), sb.LastCrash))
 	t.Row("last OOM kill", formatEvent(g.now(), sb.LastOOMKill))
 	if sb.Disk != nil {

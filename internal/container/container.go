@@ -17,6 +17,9 @@ type Spec struct {
 	Env      []string
 	Mounts   []Mount
 	Options  // the sandbox's own settings
+	// NetNS is the network namespace (a bound file) the container joins
+	// in mode NetworkSandbox; "": a new one of its own.
+	NetNS string
 	// BundleDir is where the runtime may write its files for this
 	// container (an OCI bundle, a pid file).
 	BundleDir string
@@ -48,8 +51,8 @@ const (
 	// NetworkNone: a loopback interface only.
 	NetworkNone Network = "none"
 	// NetworkSandbox: the runtime's own network stack inside the sandbox,
-	// in the network namespace the runtime is started in (the networking
-	// issue makes one per sandbox).
+	// on the interfaces of the network namespace Spec.NetNS (package
+	// network makes one per container).
 	NetworkSandbox Network = "sandbox"
 )
 

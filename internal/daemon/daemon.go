@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
+	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
@@ -78,6 +80,10 @@ type Config struct {
 	// Offsite is the default account's off-site configuration; the zero
 	// value is two directories under DataDir (see offsite.Config).
 	Offsite offsite.Config
+	// Network is how sandboxes reach the outside (its Dir is set to
+	// DataDir/net); NetworkOff runs every sandbox with loopback only.
+	Network    network.Config
+	NetworkOff bool
 }
 
 // DefaultDiskSize is the disk size of a sandbox created without --disk,
@@ -172,7 +178,18 @@ func Run(ctx context.Context, cfg Config) error {
 	var srv *server.Server
 	instances := sandbox.NewInstances()
 	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsiteSvc})
+	var nets sandbox.Networks
+	var netMgr *network.Manager
+	if !cfg.NetworkOff {
+		cfg.Network.Dir = filepath.Join(cfg.DataDir, "net")
+		if netMgr, err = network.New(cfg.Network); err != nil {
+			return fmt.Errorf("sandbox networks (cairnd --network-off runs without them): %w", err)
+		}
+		defer netMgr.Close()
+		nets = netMgr
+	}
 	mgr, err := sandbox.NewManager(sandbox.Config{
+		Networks:    nets,
 		Instances:   instances,
 		Catalog:     cat,
 		SandboxAPI:  func(id string) http.Handler { return srv.SandboxHandler(id) },
@@ -202,6 +219,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	if netMgr != nil {
+		// After the recovery, what runs has its network again; the rest
+		// of what networks left (a crash, a reboot) goes.
+		names, err := runtime.List(ctx)
+		if err != nil {
+			return fmt.Errorf("list containers: %w", err)
+		}
+		netMgr.Sweep(func(name string) bool { return slices.Contains(names, name) })
 	}
 
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,

@@ -88,10 +88,10 @@ func writeRouterTable(nsPath string, p egressPolicy) error {
 		in := c.AddChain(&nftables.Chain{Table: t, Name: "input", Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &acceptPolicy})
 		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: exprs(established(), accept())})
+		dns := c.AddChain(&nftables.Chain{Table: t, Name: "dns"})
+		addDNSRules(c, t, dns, p)
 		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-			if p.mode == ModeEgress {
-				c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: exprs(iif(gatewayLink), l4proto(proto), dport(53), accept())})
-			}
+			c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: exprs(iif(gatewayLink), l4proto(proto), dport(53), jump("dns"))})
 		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: exprs(iif(gatewayLink), jump("refuse"))})
 		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: exprs(iif(upLink), drop())})
@@ -133,7 +133,17 @@ func addEgressRules(c *nftables.Conn, t *nftables.Table, egress *nftables.Chain,
 	add(accept())
 }
 
-// rewriteEgress replaces the egress chain's rules in one transaction,
+// addDNSRules queues the dns chain's rule: the resolver answers in mode
+// egress only.
+func addDNSRules(c *nftables.Conn, t *nftables.Table, dns *nftables.Chain, p egressPolicy) {
+	if p.mode == ModeEgress {
+		c.AddRule(&nftables.Rule{Table: t, Chain: dns, Exprs: accept()})
+	} else {
+		c.AddRule(&nftables.Rule{Table: t, Chain: dns, Exprs: jump("refuse")})
+	}
+}
+
+// rewriteEgress replaces the egress and dns chains' rules in one transaction,
 // leaving the resolved set (and the connections already open) as they are.
 func rewriteEgress(nsPath string, p egressPolicy) error {
 	return nftIn(nsPath, func(c *nftables.Conn) error {
@@ -145,6 +155,9 @@ func rewriteEgress(nsPath string, p egressPolicy) error {
 		egress := &nftables.Chain{Table: t, Name: "egress"}
 		c.FlushChain(egress)
 		addEgressRules(c, t, egress, set, p)
+		dns := &nftables.Chain{Table: t, Name: "dns"}
+		c.FlushChain(dns)
+		addDNSRules(c, t, dns, p)
 		return nil
 	})
 }
@@ -203,6 +216,10 @@ func (h hostTable) write() error {
 		c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: exprs(iif(ours), drop())})
 		c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: exprs(oif(ours), drop())})
 		if h.forwardOnlyOurs {
+			// Another cairnd's sandboxes are its table's to judge.
+			ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
+			c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: exprs(iif(anyCairnLink), ret)})
+			c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: exprs(oif(anyCairnLink), ret)})
 			c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: drop()})
 		}
 		// Nothing from a sandbox reaches the host itself: not cairnd, not
@@ -219,6 +236,27 @@ func (h hostTable) write() error {
 		c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: exprs(saddrIn(h.hostRange), oif(h.uplink), masquerade())})
 		return nil
 	})
+}
+
+// anyCairnLink matches the host-side links of every cairnd.
+const anyCairnLink = "cn*"
+
+// otherCairnTables reports whether the host has tables of other cairnds.
+func (h hostTable) otherCairnTables() (bool, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return false, err
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tables {
+		if t.Name != h.name && len(t.Name) > len("cairn-") && t.Name[:len("cairn-")] == "cairn-" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // remove deletes the host's table of this cairnd, if it is there.

@@ -108,16 +108,16 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(filepath.Clean(cfg.Dir)))
-	tag := hex.EncodeToString(sum[:2])
+	host := hostTableFor(cfg.Dir)
+	host.uplink, host.hostRange = cfg.Uplink, cfg.Range
 	m := &Manager{
 		cfg:     cfg,
-		host:    hostTable{name: "cairn-" + tag, linkPrefix: "cn" + tag, uplink: cfg.Uplink, hostRange: cfg.Range},
+		host:    host,
 		blocked: append(append([]netip.Prefix(nil), DefaultBlocked...), nets...),
 		nets:    map[string]*sandboxNet{},
 		used:    map[int]string{},
 	}
-	if m.host.forwardOnlyOurs, err = enableForwarding(filepath.Join(cfg.Dir, "forwarding-was-off")); err != nil {
+	if m.host.forwardOnlyOurs, err = enableForwarding(forwardingMarker); err != nil {
 		return nil, err
 	}
 	if err := m.host.write(); err != nil {
@@ -128,8 +128,12 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// forwardingMarker says that a cairnd turned IPv4 forwarding on (since
+// the host booted: /run is a tmpfs), for every cairnd on the host.
+const forwardingMarker = "/run/cairn-forwarding-was-off"
+
 // enableForwarding turns IPv4 forwarding on if it is off and reports
-// whether it was off before cairnd first turned it on (kept in marker).
+// whether it was off before a cairnd first turned it on (kept in marker).
 func enableForwarding(marker string) (bool, error) {
 	const path = "/proc/sys/net/ipv4/ip_forward"
 	b, err := os.ReadFile(path)
@@ -168,13 +172,14 @@ func resolvConfUpstream(path string) (string, error) {
 	return "", fmt.Errorf("DNS upstream: no IPv4 nameserver in %s (give cairnd --dns-upstream)", path)
 }
 
-// Attach makes the network of sandbox id (or takes over the one a
-// previous cairnd made for it, if its container still runs) under mode
-// and rules, and returns what its container needs. In mode none the
-// sandbox needs nothing: its container gets loopback only.
-func (m *Manager) Attach(ctx context.Context, id string, mode Mode, rules Rules) (Attachment, error) {
-	if mode == ModeNone {
-		return Attachment{}, m.Detach(id)
+// Attach makes the network of container key (or takes over the one a
+// previous cairnd made for it, if the container still runs) under mode
+// and rules, and returns what the container needs. In mode none the
+// network is there but lets nothing through (a sandbox switched to none
+// while it runs keeps its interface until it boots again).
+func (m *Manager) Attach(ctx context.Context, key string, mode Mode, rules Rules) (Attachment, error) {
+	if err := validKey(key); err != nil {
+		return Attachment{}, err
 	}
 	c, err := compile(rules, validName)
 	if err != nil {
@@ -183,19 +188,42 @@ func (m *Manager) Attach(ctx context.Context, id string, mode Mode, rules Rules)
 	policy := egressPolicy{mode: mode, rules: c, blocked: m.blocked}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.nets[id]
+	n := m.nets[key]
 	if n == nil {
-		n, err = m.adopt(id, policy)
+		n, err = m.adopt(key, policy)
 		if err != nil {
-			slog.Warn("network left by an earlier cairnd: making it again", "sandbox", id, "err", err)
-			m.removeLocked(id)
-			n, err = m.create(id, policy)
+			slog.Warn("network left by an earlier cairnd: making it again", "container", key, "err", err)
+			m.removeLocked(key)
+			n, err = m.create(key, policy)
 		}
 		if err != nil {
 			return Attachment{}, err
 		}
 	}
 	return Attachment{NetNS: n.sandboxNS(), ResolvConf: filepath.Join(n.dir, "resolv.conf")}, nil
+}
+
+// Exists reports whether container key has a network (made by this
+// cairnd or an earlier one).
+func (m *Manager) Exists(key string) bool {
+	if validKey(key) != nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.nets[key] != nil {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(m.cfg.Dir, key, "slot"))
+	return err == nil
+}
+
+// validKey checks a container name used as a directory name.
+func validKey(key string) error {
+	if key == "" || key == "." || key == ".." || strings.ContainsAny(key, "/\x00") || len(key) > 128 {
+		return fmt.Errorf("network: bad container name %q", key)
+	}
+	return nil
 }
 
 // create makes sandbox id's network: namespaces, links, table, resolver.
@@ -452,13 +480,40 @@ func (m *Manager) DialSandbox(ctx context.Context, id string, port int) (net.Con
 var ErrNoNetwork = errors.New("the sandbox has no network: it is not running, or its network mode is none")
 
 // RemoveHostState removes what New put on the host: this cairnd's table
-// and, if cairnd turned IPv4 forwarding on, forwarding again. For tests
-// and an uninstall: the sandboxes' networks must be detached first.
+// and, if a cairnd turned IPv4 forwarding on and no other cairnd's table
+// is left, forwarding again. For tests and an uninstall: the sandboxes'
+// networks must be detached first (see CleanHost).
 func (m *Manager) RemoveHostState() error {
-	err := m.host.remove()
-	if m.host.forwardOnlyOurs {
-		err = errors.Join(err, os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0o644))
-		os.Remove(filepath.Join(m.cfg.Dir, "forwarding-was-off"))
+	if err := m.host.remove(); err != nil {
+		return err
 	}
-	return err
+	others, err := m.host.otherCairnTables()
+	if err != nil || others {
+		return err
+	}
+	if _, err := os.Stat(forwardingMarker); err != nil {
+		return nil
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0o644); err != nil {
+		return err
+	}
+	return os.Remove(forwardingMarker)
+}
+
+// CleanHost removes everything the networks of the cairnd whose network
+// directory is dir left on the host: its sandboxes' namespaces and links,
+// its table, and forwarding if a cairnd turned it on and no other cairnd
+// is left. For a cairnd that is not running (tests, an uninstall).
+func CleanHost(dir string) error {
+	m := &Manager{cfg: Config{Dir: dir}, host: hostTableFor(dir), nets: map[string]*sandboxNet{}, used: map[int]string{}}
+	m.Sweep(func(string) bool { return false })
+	return m.RemoveHostState()
+}
+
+// hostTableFor names the host table and links of the cairnd whose network
+// directory is dir.
+func hostTableFor(dir string) hostTable {
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	tag := hex.EncodeToString(sum[:2])
+	return hostTable{name: "cairn-" + tag, linkPrefix: "cn" + tag}
 }

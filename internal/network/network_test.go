@@ -78,17 +78,17 @@ func TestEgressRulesAndWhatIsNeverReachable(t *testing.T) {
 	in := testnet.New(t)
 	m := newManager(t, in)
 	ctx := context.Background()
-	att, err := m.Attach(ctx, "sb1", ModeEgress, Rules{Deny: []string{testnet.Other.String() + "/32"}})
+	att, err := m.Attach(ctx, "sb1", ModeEgress, Rules{Deny: []string{in.Other.String() + "/32"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body, err := get(att.NetNS, testnet.Allowed.String()+":80"); err != nil || !strings.Contains(body, "hello from") {
+	if body, err := get(att.NetNS, in.Allowed.String()+":80"); err != nil || !strings.Contains(body, "hello from") {
 		debugPaths(t, m, "sb1")
 		t.Fatalf("a public address: %q %v", body, err)
 	}
 	// Denied: fails fast, with a reset, not a timeout.
 	start := time.Now()
-	_, err = get(att.NetNS, testnet.Other.String()+":80")
+	_, err = get(att.NetNS, in.Other.String()+":80")
 	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
 		out, _ := exec.Command("nsenter", "--net="+filepath.Join(m.cfg.Dir, "sb1", "router"), "nft", "list", "ruleset").CombinedOutput()
 		t.Fatalf("a denied CIDR: %v\n%s", err, out)
@@ -114,7 +114,7 @@ func TestEgressRulesAndWhatIsNeverReachable(t *testing.T) {
 	}()
 	port := hostLn.Addr().(*net.TCPAddr).Port
 	for _, target := range []string{
-		netip.AddrPortFrom(netip.MustParseAddr("100.127.255.1"), uint16(port)).String(),
+		netip.AddrPortFrom(in.UplinkAddr(), uint16(port)).String(),
 		"169.254.169.254:80", "10.1.2.3:80",
 		netip.AddrPortFrom(netip.MustParseAddr("10.251.64.1"), uint16(port)).String(),
 	} {
@@ -135,13 +135,13 @@ func TestEgressRulesAndWhatIsNeverReachable(t *testing.T) {
 	if err := m.Update("sb1", ModeEgress, Rules{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := get(att.NetNS, testnet.Other.String()+":80"); err != nil {
+	if _, err := get(att.NetNS, in.Other.String()+":80"); err != nil {
 		t.Fatalf("after the rules changed: %v", err)
 	}
 	if err := m.Update("sb1", ModeEgress, Rules{Allow: []string{"10.0.0.0/8"}, Deny: []string{"0.0.0.0/0"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := get(att.NetNS, testnet.Allowed.String()+":80"); err == nil {
+	if _, err := get(att.NetNS, in.Allowed.String()+":80"); err == nil {
 		t.Fatal("deny 0.0.0.0/0: a public address was reachable")
 	}
 
@@ -150,7 +150,7 @@ func TestEgressRulesAndWhatIsNeverReachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := get(att2.NetNS, testnet.Allowed.String()+":80"); err != nil {
+	if _, err := get(att2.NetNS, in.Allowed.String()+":80"); err != nil {
 		t.Fatalf("second sandbox: %v", err)
 	}
 

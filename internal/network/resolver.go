@@ -36,6 +36,13 @@ var newNameServer func(upstream string, allow, deny []string, resolved func(neti
 // validName checks a domain pattern of the rules.
 var validName = func(string) error { return errors.New("domain rules are not supported yet") }
 
+// CheckRules checks rules as Attach and Update would, for a caller that
+// stores them first: the error names the bad entry.
+func CheckRules(r Rules) error {
+	_, err := compile(r, validName)
+	return err
+}
+
 func (m *Manager) startResolver(n *sandboxNet) (*resolver, error) {
 	if n.policy.mode != ModeEgress || newNameServer == nil {
 		return nil, nil

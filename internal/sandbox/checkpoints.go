@@ -106,7 +106,13 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 	}
 	if inst != nil {
 		req.Agent, req.Container = inst.agent, inst.container
-		req.SaveAgentKeys = inst.agent.SaveKeys
+		network := inst.network
+		req.SaveAgentKeys = func(dir string) error {
+			if err := inst.agent.SaveKeys(dir); err != nil {
+				return err
+			}
+			return saveImageNetwork(dir, network)
+		}
 	}
 	ck, res, err := m.cfg.Disks.Take(ctx, req)
 	if err != nil {

@@ -34,6 +34,9 @@ type instance struct {
 	api       *http.Server // the management socket, /.cairn/api.sock
 	pid       int          // host pid of the runsc sandbox process
 	container string       // runsc container name (see container.go)
+	// network is the container's network: what a memory image of it
+	// needs again at a resume (see imageNetwork).
+	network string // metadata.NetworkNone or NetworkEgress
 	// unwatch ends the watch of its processes and events (watch.go); nil
 	// when not watched.
 	unwatch  context.CancelFunc
@@ -48,6 +51,7 @@ func (s *Instances) Live(id string) catalog.LiveState {
 	s.mu.Unlock()
 	if inst != nil {
 		st.Running, st.Pid, st.Container, st.AgentConnected = true, inst.pid, inst.container, inst.agent.Connected()
+		st.Network = inst.network
 	}
 	return st
 }

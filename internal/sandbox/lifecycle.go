@@ -50,6 +50,10 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
+	net, err := applyNetworkChange(metadata.NetworkSettings{Mode: metadata.NetworkEgress}, req.Network)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
 		return nil, err
 	}
@@ -60,7 +64,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
 		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory, AutoCheckpoint: every,
-		Inside: inside, DiskBytes: disk, Restart: restart,
+		Inside: inside, DiskBytes: disk, Restart: restart, Network: net,
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()

@@ -98,6 +98,9 @@ type Config struct {
 	// DefaultDisk is the disk size of a sandbox created without one, in
 	// bytes (at most the pool's size); 0: no size of its own.
 	DefaultDisk int64
+	// Networks gives containers their networks; nil: networking is off
+	// (a sandbox whose mode is egress then fails to start with N01).
+	Networks Networks
 	// HostID is this host's id: at start, Recover undoes the journalled
 	// operations that the earlier instances on this host left unfinished
 	// (see journal.go); "" undoes none.
@@ -130,6 +133,9 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	if err := installBinary(filepath.Join(filepath.Dir(cfg.InitBinary), "cairn-env"), binDir, "cairn-env"); err != nil {
 		return nil, err
+	}
+	if cfg.Networks != nil && cfg.Runtime != nil {
+		cfg.Runtime = networkedRuntime{Runtime: cfg.Runtime, nets: cfg.Networks}
 	}
 	ex := &exclusion{cfg: cfg}
 	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}}

@@ -10,6 +10,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/container"
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/network"
 )
 
 // recovery is what cairnd does at start to take over the sandboxes it
@@ -137,7 +138,14 @@ func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, 
 	if err != nil {
 		return err
 	}
-	inst.pid, inst.container = pid, name
+	inst.pid, inst.container, inst.network = pid, name, metadata.NetworkNone
+	if m.cfg.Networks != nil && m.cfg.Networks.Exists(name) {
+		// Its rules are written again and its resolver started again.
+		if _, err := m.cfg.Networks.Attach(ctx, name, network.Mode(sb.Network.Mode), rulesOf(sb)); err != nil {
+			logErr("recover: take over the sandbox's network", err, "sandbox", sb.Name)
+		}
+		inst.network = metadata.NetworkEgress
+	}
 	m.run.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	m.cfg.Instances.put(sb.ID, inst)
 	if sb.State != metadata.SandboxRunning {

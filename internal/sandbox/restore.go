@@ -306,6 +306,7 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 		ID: newID(), AccountID: acct.ID, Name: name, Image: ck.Image, State: metadata.SandboxStopped,
 		ParentID: parentID, SourceCheckpoint: ck.ID, CurrentCheckpoint: ck.ID,
 		Inside: metadata.DefaultInsidePolicy, DiskBytes: m.cfg.DefaultDisk,
+		Network: metadata.NetworkSettings{Mode: metadata.NetworkEgress},
 	}
 	// Keep the source's limits, interval and inside policy when it still
 	// exists; of a deleted one, the disk size its checkpoint was taken
@@ -314,7 +315,7 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 	switch {
 	case err == nil:
 		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint, sb.Inside = src.CPUs, src.MemoryBytes, src.AutoCheckpoint, src.Inside
-		sb.DiskBytes, sb.Restart = src.DiskBytes, src.Restart
+		sb.DiskBytes, sb.Restart, sb.Network = src.DiskBytes, src.Restart, src.Network
 	case errors.Is(err, metadata.ErrNotFound):
 		if size := m.cfg.Disks.DiskSizeOf(context.Background(), ck); size > 0 {
 			sb.DiskBytes = size

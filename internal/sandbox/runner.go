@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -137,9 +138,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 			{Source: filepath.Join(r.cfg.DataDir, "bin"), Destination: "/.cairn/bin", ReadOnly: true},
 			{Source: r.cfg.BrowseDir(sb.ID), Destination: "/.cairn/checkpoints", ReadOnly: true},
 		},
-		// Network none until the networking issue gives sandboxes their
-		// own namespaces.
-		Options:   container.Options{CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes, Network: container.NetworkNone},
+		Options:   container.Options{CPUs: sb.CPUs, MemoryBytes: sb.MemoryBytes},
 		BundleDir: filepath.Join(dir, "bundle"),
 		LogPath:   filepath.Join(dir, "console.log"),
 		Stdin:     stdin,
@@ -147,12 +146,26 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	if err := r.cfg.Disks.LimitRoot(ctx, sb); err != nil {
 		return err
 	}
-	launch := func() (int, error) { return r.cfg.Runtime.Start(ctx, spec) }
-	if memImage != "" {
-		launch = func() (int, error) { return r.cfg.Runtime.Restore(ctx, spec, memImage) }
+	// The network is made at each try: deleting a container left with
+	// the same name removes its network too.
+	netMode := containerNetwork(sb, memImage)
+	undo.Add(func() { r.detachNetwork(sb, name) })
+	baseMounts := spec.Mounts
+	launch := func() (int, error) {
+		spec.Mounts = slices.Clone(baseMounts)
+		if err := r.attachNetwork(ctx, sb, name, netMode, &spec); err != nil {
+			return 0, err
+		}
+		if memImage != "" {
+			return r.cfg.Runtime.Restore(ctx, spec, memImage)
+		}
+		return r.cfg.Runtime.Start(ctx, spec)
 	}
 	t0 := time.Now()
 	pid, err := launch()
+	if errdefs.Is(err, api.CodeNetworkUnavailable) {
+		return err
+	}
 	if err != nil {
 		// A container left by a crash or a failed stop has the same id:
 		// remove it and try once more.
@@ -190,7 +203,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	}
 	slog.Debug("container started", "sandbox", sb.Name, "container", name, "from_memory", memImage != "",
 		"runsc", launched.Sub(t0).Round(time.Millisecond), "agent", time.Since(launched).Round(time.Millisecond))
-	inst.pid, inst.container = pid, name
+	inst.pid, inst.container, inst.network = pid, name, netMode
 	r.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	r.cfg.Instances.put(sb.ID, inst)
 	undo.Success()

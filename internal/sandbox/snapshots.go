@@ -26,8 +26,8 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if req.AutoCheckpoint == "" && req.Inside == nil && req.Restart == "" {
-		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint, --restart or an --inside-… setting")
+	if req.AutoCheckpoint == "" && req.Inside == nil && req.Restart == "" && req.Network == nil {
+		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint, --restart, an --inside-… setting or a network setting")
 	}
 	// Everything is checked before anything is changed.
 	var every time.Duration
@@ -37,6 +37,10 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 		}
 	}
 	inside, err := applyInsideChange(sb.Inside, req.Inside)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	net, err := applyNetworkChange(sb.Network, req.Network)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -58,6 +62,15 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	}
 	if req.Inside != nil {
 		if err := m.cfg.Store.SetInsidePolicy(ctx, sb.ID, inside); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
+	if req.Network != nil {
+		if err := m.cfg.Store.SetSandboxNetwork(ctx, sb.ID, net); err != nil {
+			return api.Sandbox{}, err
+		}
+		sb.Network = net
+		if err := m.updateNetwork(sb); err != nil {
 			return api.Sandbox{}, err
 		}
 	}

@@ -109,8 +109,12 @@ func statusOf(code string) int {
 		return http.StatusInsufficientStorage
 	case api.CodeTooManyRequests, api.CodeInsideQuota:
 		return http.StatusTooManyRequests
-	case api.CodeAgentUnreachable, api.CodeSandboxDown:
+	case api.CodeAgentUnreachable, api.CodeSandboxDown, api.CodeNetworkUnavailable:
 		return http.StatusServiceUnavailable
+	case api.CodeInvalidRule:
+		return http.StatusBadRequest
+	case api.CodePortClosed:
+		return http.StatusBadGateway
 	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
 		return http.StatusInternalServerError
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
 	"github.com/cairn-sandbox/cairn/internal/browse"
+	"github.com/cairn-sandbox/cairn/internal/network"
+	"github.com/cairn-sandbox/cairn/internal/testenv/testnet"
 )
 
 // binDir holds cairn, cairnd and cairn-init for the whole run.
@@ -84,6 +87,8 @@ type daemon struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has exited and been reaped
 	flags   []string      // extra cairnd flags
+	// internet is what its sandboxes reach (cairnd's uplink and DNS).
+	internet *testnet.Internet
 	log     *os.File
 	client  *client.Client
 }
@@ -97,6 +102,11 @@ func startDaemon(t *testing.T, flags ...string) *daemon {
 		t.Fatal(err)
 	}
 	d := &daemon{t: t, dataDir: dir, socket: filepath.Join(dir, "cairn.sock"), flags: flags}
+	// Every cairnd's sandboxes reach only a test internet of its own (a
+	// namespace this test made): never the machine's network.
+	d.internet = testnet.New(t)
+	d.flags = append([]string{"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream,
+		"--network-range", nextNetworkRange()}, d.flags...)
 	d.client = client.New(d.socket)
 	d.start()
 	t.Cleanup(d.destroy)
@@ -220,6 +230,10 @@ func (d *daemon) destroy() {
 	// mount): unmounted until none is left, at most a few times.
 	for i := 0; i < 8 && exec.Command("umount", filepath.Join(d.dataDir, "runsc", "null-netns")).Run() == nil; i++ {
 	}
+	// What a killed cairnd's networks left: namespaces, links, its table.
+	if err := network.CleanHost(filepath.Join(d.dataDir, "net")); err != nil {
+		d.t.Errorf("clean the host of the sandboxes' networks: %v", err)
+	}
 	// The browse server outlives cairnd by design: unmounting its view
 	// ends it.
 	if err := browse.Stop(filepath.Join(d.dataDir, "browse")); err != nil {
@@ -230,6 +244,15 @@ func (d *daemon) destroy() {
 		exec.Command("umount", "-l", pool).Run()
 	}
 	os.RemoveAll(d.dataDir)
+}
+
+// networkRanges counts the cairnds started, so that each gets a range of
+// host-side link addresses of its own.
+var networkRanges atomic.Int32
+
+func nextNetworkRange() string {
+	n := networkRanges.Add(1)
+	return fmt.Sprintf("10.%d.%d.0/24", 240+(n/256)%8, n%256)
 }
 
 // cli runs the cairn CLI against this daemon.

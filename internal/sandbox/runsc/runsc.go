@@ -202,6 +202,10 @@ func (r *Runsc) launch(ctx context.Context, spec Spec, verb string, extra ...str
 	if !spec.Network.Valid() {
 		return 0, fmt.Errorf("runsc %s: unknown network mode %q", verb, spec.Network)
 	}
+	if spec.Network == container.NetworkSandbox && spec.NetNS == "" {
+		// Never the host's namespace, nor an empty one by mistake.
+		return 0, fmt.Errorf("runsc %s: network mode sandbox without a network namespace", verb)
+	}
 	if err := WriteBundle(spec); err != nil {
 		return 0, err
 	}

@@ -83,7 +83,7 @@ func oci(s Spec) *specs.Spec {
 		Linux: &specs.Linux{
 			Resources: res,
 			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
+				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace, Path: s.NetNS}, {Type: specs.IPCNamespace},
 				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
 			},
 		},

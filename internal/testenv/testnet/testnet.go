@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -28,24 +29,27 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/network/nsfile"
 )
 
-// The test internet's addresses: documentation ranges (RFC 5737), which
-// nothing real uses and which no default rule of cairn's blocks.
-var (
-	// Allowed and Denied host HTTP servers that DNS names point at;
-	// Other is reached by address (CIDR rules).
-	Allowed = netip.MustParseAddr("203.0.113.10")
-	Denied  = netip.MustParseAddr("203.0.113.20")
-	Other   = netip.MustParseAddr("198.51.100.10")
-	// DNS is the test internet's name server.
-	DNS = netip.MustParseAddr("203.0.113.53")
+// The test internet's addresses come from documentation ranges (RFC
+// 5737), which nothing real uses and which no default rule of cairn's
+// blocks: a /26 of each for each of the slots, so that a few tests (of
+// different packages) can have one at the same time.
+const slots = 4
 
-	hostSide = netip.MustParsePrefix("100.127.255.1/30")
-	nsSide   = netip.MustParsePrefix("100.127.255.2/30")
-	routed   = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/24")}
-)
+func slotAddr(prefix [3]byte, slot, host int) netip.Addr {
+	return netip.AddrFrom4([4]byte{prefix[0], prefix[1], prefix[2], byte(slot*64 + host)})
+}
 
 // Internet is a test's internet.
 type Internet struct {
+	// Allowed and Denied are HTTP servers that DNS names point at;
+	// Other is reached by address (CIDR rules).
+	Allowed, Denied, Other netip.Addr
+	// DNS is its name server.
+	DNS netip.Addr
+	// Routed are the prefixes the host routes into it.
+	Routed []netip.Prefix
+	hostSide, nsSide netip.Prefix
+
 	// Uplink is the host's end of the link: cairnd's --network-uplink.
 	Uplink string
 	// Upstream is the DNS server's IP:PORT: cairnd's --dns-upstream.
@@ -59,30 +63,32 @@ type Internet struct {
 	close []func()
 }
 
-// New makes a test internet, removed when t ends. It answers
+// New makes a test internet, removed when t ends. Its DNS server answers
 // allowed.test, www.allowed.test and denied.test (Allowed, Allowed,
 // Denied) and other.test (Other); every server answers GET / with
 // "hello from ADDR" and GET /bytes?n=N with N bytes.
 func New(t testing.TB) *Internet {
 	t.Helper()
+	lock, slot := takeSlot(t)
 	suffix := make([]byte, 2)
 	rand.Read(suffix)
+	testNet3, testNet2 := [3]byte{203, 0, 113}, [3]byte{198, 51, 100}
 	in := &Internet{
+		Allowed: slotAddr(testNet3, slot, 10),
+		Denied:  slotAddr(testNet3, slot, 20),
+		DNS:     slotAddr(testNet3, slot, 53),
+		Other:   slotAddr(testNet2, slot, 10),
+		Routed: []netip.Prefix{netip.PrefixFrom(slotAddr(testNet3, slot, 0), 26),
+			netip.PrefixFrom(slotAddr(testNet2, slot, 0), 26)},
+		hostSide: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 127, byte(255 - slot), 1}), 30),
+		nsSide:   netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 127, byte(255 - slot), 2}), 30),
 		Uplink:   "ci" + hex.EncodeToString(suffix),
-		Upstream: netip.AddrPortFrom(DNS, 53).String(),
-		Names: map[string]netip.Addr{
-			"allowed.test.": Allowed, "www.allowed.test.": Allowed, "denied.test.": Denied, "other.test.": Other,
-		},
-		ns:   filepath.Join(t.TempDir(), "internet"),
-		hits: map[netip.Addr]int{},
+		ns:       filepath.Join(t.TempDir(), "internet"),
+		hits:     map[netip.Addr]int{},
 	}
-	// One test internet on the host at a time: its routes are the host's.
-	lock, err := os.OpenFile("/run/cairn-testnet.lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
+	in.Upstream = netip.AddrPortFrom(in.DNS, 53).String()
+	in.Names = map[string]netip.Addr{
+		"allowed.test.": in.Allowed, "www.allowed.test.": in.Allowed, "denied.test.": in.Denied, "other.test.": in.Other,
 	}
 	in.close = append(in.close, func() { lock.Close() })
 	t.Cleanup(in.Close)
@@ -90,6 +96,24 @@ func New(t testing.TB) *Internet {
 		t.Fatalf("test internet: %v", err)
 	}
 	return in
+}
+
+// takeSlot takes the first free slot (waiting for one, as long as the
+// test may), held by the returned file until it is closed.
+func takeSlot(t testing.TB) (*os.File, int) {
+	for {
+		for slot := range slots {
+			f, err := os.OpenFile(fmt.Sprintf("/run/cairn-testnet.%d.lock", slot), os.O_CREATE|os.O_RDWR, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+				return f, slot
+			}
+			f.Close()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (in *Internet) build() error {
@@ -115,14 +139,14 @@ func (in *Internet) build() error {
 	if err != nil {
 		return err
 	}
-	if err := netlink.AddrAdd(host, addr(hostSide)); err != nil {
+	if err := netlink.AddrAdd(host, addr(in.hostSide)); err != nil {
 		return err
 	}
 	if err := netlink.LinkSetUp(host); err != nil {
 		return err
 	}
-	for _, p := range routed {
-		r := &netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipnet(p), Gw: nsSide.Addr().AsSlice()}
+	for _, p := range in.Routed {
+		r := &netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipnet(p), Gw: in.nsSide.Addr().AsSlice()}
 		if err := netlink.RouteAdd(r); err != nil {
 			return fmt.Errorf("route %s: %w", p, err)
 		}
@@ -141,11 +165,11 @@ func (in *Internet) build() error {
 			return err
 		}
 		if name == "eth0" {
-			if err := h.AddrAdd(l, addr(nsSide)); err != nil {
+			if err := h.AddrAdd(l, addr(in.nsSide)); err != nil {
 				return err
 			}
 		} else {
-			for _, a := range []netip.Addr{Allowed, Denied, Other, DNS} {
+			for _, a := range []netip.Addr{in.Allowed, in.Denied, in.Other, in.DNS} {
 				if err := h.AddrAdd(l, addr(netip.PrefixFrom(a, 32))); err != nil {
 					return err
 				}
@@ -153,7 +177,7 @@ func (in *Internet) build() error {
 		}
 	}
 	return nsfile.Run(in.ns, func() error {
-		for _, a := range []netip.Addr{Allowed, Denied, Other} {
+		for _, a := range []netip.Addr{in.Allowed, in.Denied, in.Other} {
 			l, err := net.Listen("tcp4", netip.AddrPortFrom(a, 80).String())
 			if err != nil {
 				return err
@@ -259,3 +283,5 @@ func ipnet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}
 }
 
+// UplinkAddr is the host's address on the uplink.
+func (in *Internet) UplinkAddr() netip.Addr { return in.hostSide.Addr() }
