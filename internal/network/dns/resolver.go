@@ -68,6 +68,7 @@ type Resolver struct {
 	policy   atomic.Pointer[compiledPolicy]
 	inFlight chan struct{} // a slot per query being worked on
 	tcpConns chan struct{} // a slot per open TCP connection
+	tcpIdle  time.Duration // tcpIdleTimeout (shorter in tests)
 }
 
 // New returns a Resolver for cfg, or an error (code V02) when the upstream
@@ -87,6 +88,7 @@ func New(cfg Config) (*Resolver, error) {
 		log:      cfg.Logger,
 		inFlight: make(chan struct{}, MaxInFlight),
 		tcpConns: make(chan struct{}, maxTCPConns),
+		tcpIdle:  tcpIdleTimeout,
 	}
 	if r.timeout <= 0 {
 		r.timeout = defaultTimeout
@@ -205,7 +207,7 @@ func (r *Resolver) serveConn(ctx context.Context, c net.Conn) {
 		}
 	}
 	for {
-		c.SetReadDeadline(time.Now().Add(tcpIdleTimeout))
+		c.SetReadDeadline(time.Now().Add(r.tcpIdle))
 		msg, err := readTCPMessage(c, maxQuery)
 		if err != nil {
 			return

@@ -630,3 +630,62 @@ func TestServeEnds(t *testing.T) {
 		t.Fatal("the listener is still open")
 	}
 }
+
+func TestIdleAndTricklingTCPClientsAreClosed(t *testing.T) {
+	up := startUpstream(t)
+	r, err := New(Config{Upstream: up.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tcpIdle = 300 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.ServeTCP(t.Context(), l)
+
+	q := newQuery(t, "other.test.", dnsmessage.TypeA, false)
+	msg := append([]byte{0, byte(len(q))}, q...)
+	for _, tc := range []struct {
+		name  string
+		write func(c net.Conn)
+	}{
+		{"idle", func(net.Conn) {}},
+		{"after an answer", func(c net.Conn) { c.Write(msg) }},
+		{"trickling", func(c net.Conn) {
+			for _, b := range msg { // a byte every 50 ms: the whole query takes over a second
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			go tc.write(c)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			answers := 0
+			for {
+				if _, err := readTCPMessage(c, maxTCPMessage); err != nil {
+					if isTimeout(err) {
+						t.Fatal("still open after 5 s")
+					}
+					break
+				}
+				answers++
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("closed after %v, the idle limit is %v", took, r.tcpIdle)
+			}
+			if want := map[string]int{"after an answer": 1}[tc.name]; answers != want {
+				t.Fatalf("%d answers, want %d", answers, want)
+			}
+		})
+	}
+}
