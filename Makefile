@@ -71,7 +71,9 @@ FUZZ_TARGETS := \
 	./internal/agent:FuzzReplies \
 	./internal/server:FuzzSandboxAPI \
 	./internal/cli:FuzzHumanOutput \
-	./internal/agentauth:FuzzDecode
+	./internal/agentauth:FuzzDecode \
+	./internal/network/dns:FuzzQuery \
+	./internal/network/dns:FuzzUpstreamAnswer
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; \
