@@ -110,27 +110,54 @@ func writeRouterTable(nsPath string, p egressPolicy) error {
 	})
 }
 
-// addEgressRules queues the egress chain's rules: addresses resolved for
-// allowed names, then the CIDR rules (most specific first), then the
-// ranges blocked by default; everything else is allowed.
+// addEgressRules queues the egress chain's rules. In order:
+//  1. the CIDR rules that lie inside a range blocked by default, most
+//     specific first: the user's way to open (part of) a private range;
+//  2. the ranges blocked by default, refused: an allowed name whose
+//     record points there (anyone can publish one) opens nothing;
+//  3. the addresses resolved for allowed names, accepted, whatever the
+//     other CIDR rules say ("deny 0.0.0.0/0, allow *.github.com");
+//  4. the other CIDR rules, most specific first;
+//  5. everything else, accepted.
 func addEgressRules(c *nftables.Conn, t *nftables.Table, egress *nftables.Chain, set *nftables.Set, p egressPolicy) {
 	add := func(e []expr.Any) { c.AddRule(&nftables.Rule{Table: t, Chain: egress, Exprs: e}) }
 	if p.mode != ModeEgress {
 		add(jump("refuse"))
 		return
 	}
-	add(exprs(daddrInSet(set), accept()))
-	for _, r := range p.rules.cidrs {
+	rule := func(r cidrRule) {
 		if r.allow {
 			add(exprs(daddrIn(r.net), accept()))
 		} else {
 			add(exprs(daddrIn(r.net), jump("refuse")))
 		}
 	}
+	var rest []cidrRule
+	for _, r := range p.rules.cidrs {
+		if insideAny(r.net, p.blocked) {
+			rule(r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
 	for _, b := range p.blocked {
 		add(exprs(daddrIn(b), jump("refuse")))
 	}
+	add(exprs(daddrInSet(set), accept()))
+	for _, r := range rest {
+		rule(r)
+	}
 	add(accept())
+}
+
+// insideAny reports whether p lies inside one of ranges.
+func insideAny(p netip.Prefix, ranges []netip.Prefix) bool {
+	for _, r := range ranges {
+		if p.Bits() >= r.Bits() && r.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 // addDNSRules queues the dns chain's rule: the resolver answers in mode

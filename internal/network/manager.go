@@ -356,7 +356,7 @@ func (m *Manager) Update(id string, mode Mode, rules Rules) error {
 	}
 	n.policy = policy
 	if n.resolver != nil {
-		n.resolver.setPolicy(policy)
+		return n.resolver.setPolicy(policy)
 	}
 	return nil
 }

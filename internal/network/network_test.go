@@ -3,6 +3,7 @@ package network
 import (
 	"bufio"
 	"github.com/cairn-sandbox/cairn/internal/network/nsfile"
+	"golang.org/x/net/dns/dnsmessage"
 
 	"context"
 	"errors"
@@ -208,4 +209,142 @@ func debugPaths(t *testing.T, m *Manager, id string) {
 	t.Logf("host routes:\n%s", out)
 	out, _ = exec.Command("nft", "list", "table", "inet", m.host.name).CombinedOutput()
 	t.Logf("host table:\n%s", out)
+}
+
+// lookup asks the sandbox's resolver (or any server: all DNS goes to it)
+// for name's A records, from inside the namespace at ns.
+func lookup(ns, server, name string) ([]netip.Addr, dnsmessage.RCode, error) {
+	var conn net.Conn
+	if err := nsfile.Run(ns, func() (err error) {
+		conn, err = net.DialTimeout("udp4", server, time.Second)
+		return err
+	}); err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
+	b.StartQuestions()
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	msg, err := b.Finish()
+	if err != nil {
+		return nil, 0, err
+	}
+	conn.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := conn.Write(msg); err != nil {
+		return nil, 0, err
+	}
+	buf := make([]byte, 1500)
+	n, err := conn.Read(buf)
+	if err != nil {
+		return nil, 0, err
+	}
+	var p dnsmessage.Parser
+	h, err := p.Start(buf[:n])
+	if err != nil {
+		return nil, 0, err
+	}
+	p.SkipAllQuestions()
+	var out []netip.Addr
+	for {
+		rh, err := p.AnswerHeader()
+		if err != nil {
+			break
+		}
+		if rh.Type == dnsmessage.TypeA {
+			a, _ := p.AResource()
+			out = append(out, netip.AddrFrom4(a.A))
+		} else {
+			p.SkipAnswer()
+		}
+	}
+	return out, h.RCode, nil
+}
+
+func TestDomainRules(t *testing.T) {
+	testenv.Require(t)
+	in := testnet.New(t)
+	m := newManager(t, in)
+	att, err := m.Attach(context.Background(), "sb1", ModeEgress, Rules{Allow: []string{"allowed.test"}, Deny: []string{"0.0.0.0/0", "denied.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := GatewayAddr.String() + ":53"
+	// Before the name is resolved its address is not reachable (deny
+	// 0.0.0.0/0); after, it is.
+	if _, err := get(att.NetNS, in.Allowed.String()+":80"); err == nil {
+		t.Fatal("an allowed name's address was reachable before it was resolved")
+	}
+	addrs, rcode, err := lookup(att.NetNS, gw, "allowed.test.")
+	if err != nil || rcode != dnsmessage.RCodeSuccess || len(addrs) != 1 || addrs[0] != in.Allowed {
+		t.Fatalf("allowed.test: %v %v %v", addrs, rcode, err)
+	}
+	if _, err := get(att.NetNS, in.Allowed.String()+":80"); err != nil {
+		t.Fatalf("an allowed name's address after it resolved: %v", err)
+	}
+	// A denied name does not resolve, at once; nor through another server
+	// (every query goes to the sandbox's resolver).
+	start := time.Now()
+	if _, rcode, err := lookup(att.NetNS, gw, "denied.test."); err != nil || rcode != dnsmessage.RCodeNameError {
+		t.Fatalf("denied.test: %v %v", rcode, err)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatalf("a denied name took %v", time.Since(start))
+	}
+	if _, rcode, err := lookup(att.NetNS, in.Upstream, "denied.test."); err != nil || rcode != dnsmessage.RCodeNameError {
+		t.Fatalf("denied.test through the test internet's own server: %v %v", rcode, err)
+	}
+	// Neither allowed nor denied: resolves, but deny 0.0.0.0/0 holds.
+	if addrs, _, err := lookup(att.NetNS, gw, "other.test."); err != nil || len(addrs) != 1 {
+		t.Fatalf("other.test: %v %v", addrs, err)
+	}
+	if _, err := get(att.NetNS, in.Other.String()+":80"); err == nil {
+		t.Fatal("a neutral name's address was reachable under deny 0.0.0.0/0")
+	}
+	// Rules changed at runtime reach the resolver too.
+	if err := m.Update("sb1", ModeEgress, Rules{Allow: []string{"*.allowed.test", "denied.test"}, Deny: []string{"0.0.0.0/0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if addrs, rcode, err := lookup(att.NetNS, gw, "denied.test."); err != nil || rcode != dnsmessage.RCodeSuccess || len(addrs) != 1 {
+		t.Fatalf("denied.test once allowed: %v %v %v", addrs, rcode, err)
+	}
+	if _, err := get(att.NetNS, in.Denied.String()+":80"); err != nil {
+		t.Fatalf("denied.test's address once allowed and resolved: %v", err)
+	}
+	// Mode none: the resolver does not answer either.
+	if err := m.Update("sb1", ModeNone, Rules{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lookup(att.NetNS, gw, "allowed.test."); err == nil {
+		t.Fatal("mode none: the resolver answered")
+	}
+}
+
+// An allowed name whose record points at a range blocked by default (or
+// the metadata address) opens nothing: anyone can publish such a record.
+func TestResolvedBlockedRangesStayBlocked(t *testing.T) {
+	testenv.Require(t)
+	in := testnet.New(t)
+	in.Names["evil.test."] = netip.MustParseAddr("169.254.169.254")
+	m := newManager(t, in)
+	att, err := m.Attach(context.Background(), "sb1", ModeEgress, Rules{Allow: []string{"evil.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lookup(att.NetNS, GatewayAddr.String()+":53", "evil.test."); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("nsenter", "--net="+filepath.Join(m.cfg.Dir, "sb1", "router"), "nft", "list", "set", "inet", "cairn", "resolved").CombinedOutput()
+	if !strings.Contains(string(out), "169.254.169.254") {
+		t.Fatalf("the resolved set lacks the address, so this test proves nothing:\n%s", out)
+	}
+	err = nsfile.Run(att.NetNS, func() error {
+		c, err := net.DialTimeout("tcp4", "169.254.169.254:80", 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("169.254.169.254 through an allowed name: %v, want refused", err)
+	}
 }

@@ -4,37 +4,27 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/network/nsfile"
 
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/cairn-sandbox/cairn/internal/network/dns"
 )
 
 // resolver is a sandbox's DNS resolver: sockets on the gateway's port 53
-// in its router namespace, served by a name server that applies the
-// sandbox's domain rules and lets the sandbox reach what it resolved for
-// an allowed name.
+// in its router namespace, served by package dns, which applies the
+// sandbox's domain rules; what it resolves for an allowed name the
+// sandbox may reach (the resolved set), for the record's TTL.
 type resolver struct {
 	cancel context.CancelFunc
 	udp    net.PacketConn
 	tcp    net.Listener
-	ns     nameServer
+	ns     *dns.Resolver
 }
-
-// nameServer is what answers the queries (package network/dns).
-type nameServer interface {
-	ServeUDP(ctx context.Context, pc net.PacketConn) error
-	ServeTCP(ctx context.Context, l net.Listener) error
-	SetPolicy(allow, deny []string)
-}
-
-// newNameServer makes the name server of one sandbox; resolved is called
-// with the addresses of allowed names before they are answered.
-var newNameServer func(upstream string, allow, deny []string, resolved func(netip.Addr, time.Duration)) nameServer
 
 // validName checks a domain pattern of the rules.
-var validName = func(string) error { return errors.New("domain rules are not supported yet") }
+var validName = dns.ValidPattern
 
 // CheckRules checks rules as Attach and Update would, for a caller that
 // stores them first: the error names the bad entry.
@@ -44,12 +34,22 @@ func CheckRules(r Rules) error {
 }
 
 func (m *Manager) startResolver(n *sandboxNet) (*resolver, error) {
-	if n.policy.mode != ModeEgress || newNameServer == nil {
-		return nil, nil
+	router := n.routerNS()
+	ns, err := dns.New(dns.Config{
+		Upstream: m.cfg.DNSUpstream,
+		Policy:   namePolicy(n.policy),
+		Resolved: func(a netip.Addr, ttl time.Duration) {
+			if err := addResolved(router, []netip.Addr{a}, ttl); err != nil {
+				slog.Warn("let a sandbox reach an address resolved for an allowed name", "container", n.id, "addr", a, "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
-	r := &resolver{}
+	r := &resolver{ns: ns}
 	addr := netip.AddrPortFrom(GatewayAddr, 53).String()
-	err := nsfile.Run(n.routerNS(), func() error {
+	err = nsfile.Run(router, func() error {
 		var err error
 		if r.udp, err = net.ListenPacket("udp4", addr); err != nil {
 			return err
@@ -61,12 +61,6 @@ func (m *Manager) startResolver(n *sandboxNet) (*resolver, error) {
 		r.close()
 		return nil, err
 	}
-	router := n.routerNS()
-	r.ns = newNameServer(m.cfg.DNSUpstream, n.policy.rules.allowNames, n.policy.rules.denyNames, func(a netip.Addr, ttl time.Duration) {
-		if err := addResolved(router, []netip.Addr{a}, ttl); err != nil {
-			slog.Warn("let a sandbox reach an address resolved for an allowed name", "sandbox", n.id, "addr", a, "err", err)
-		}
-	})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go r.ns.ServeUDP(ctx, r.udp)
@@ -74,10 +68,13 @@ func (m *Manager) startResolver(n *sandboxNet) (*resolver, error) {
 	return r, nil
 }
 
-func (r *resolver) setPolicy(p egressPolicy) {
-	if r.ns != nil {
-		r.ns.SetPolicy(p.rules.allowNames, p.rules.denyNames)
-	}
+func (r *resolver) setPolicy(p egressPolicy) error {
+	return r.ns.SetPolicy(namePolicy(p))
+}
+
+// namePolicy is what the resolver enforces of p.
+func namePolicy(p egressPolicy) dns.Policy {
+	return dns.Policy{Allow: p.rules.allowNames, Deny: p.rules.denyNames}
 }
 
 func (r *resolver) close() {
