@@ -22,7 +22,7 @@ func TestSandboxNetworkEgressAndRules(t *testing.T) {
 	d.create("net")
 
 	fetch := func(addr string) (string, error) {
-		return d.execOut(30*time.Second, "net", "wget", "-q", "-T", "5", "-O", "-", "http://"+addr+"/")
+		return d.execOut(30*time.Second, "net", "timeout", "5", "wget", "-q", "-O", "-", "http://"+addr+"/")
 	}
 	if out, err := fetch(in.Allowed.String()); err != nil || !strings.Contains(out, "hello from "+in.Allowed.String()) {
 		t.Fatalf("wget a public address: %q %v", out, err)
@@ -92,7 +92,7 @@ func TestSandboxNetworkEgressAndRules(t *testing.T) {
 	}
 	// ... and loopback only after a restart.
 	d.mustCLI("restart", "net")
-	if out := d.sh("net", "ls /sys/class/net"); strings.Contains(out, "eth0") {
+	if out := d.sh("net", "ip addr"); strings.Contains(out, "eth0") {
 		t.Fatalf("mode none after a restart: interfaces %q", out)
 	}
 	d.mustCLI("network", "set", "net", "--mode", "egress")
