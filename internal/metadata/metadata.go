@@ -441,8 +441,8 @@ type DiskDelete struct {
 }
 
 // Store persists accounts, sandboxes, checkpoints (with where their disks
-// live, and the disks to delete), leases and the journal of multi-step
-// operations.
+// live, and the disks to delete), leases, the journal of multi-step
+// operations, and published ports with each account's port token.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
@@ -743,6 +743,44 @@ type Store interface {
 	// and were last changed before before, and returns how many it
 	// deleted. Running entries are never pruned.
 	PruneJournal(ctx context.Context, before time.Time) (int, error)
+
+	// PublishPort publishes p.Port of sandbox p.SandboxID, or, when it is
+	// published already, records p.Public as whether it is public and
+	// keeps its CreatedAt. It returns the port as stored. p must pass
+	// p.Validate (else a plain error); a zero CreatedAt is set to now;
+	// ErrNotFound if no sandbox has that id. Deleting the sandbox deletes
+	// its published ports.
+	PublishPort(ctx context.Context, p PublishedPort) (PublishedPort, error)
+	// UnpublishPort removes the published port, or returns ErrNotFound if
+	// the sandbox (or no sandbox with that id) has not published it.
+	UnpublishPort(ctx context.Context, sandboxID string, port int) error
+	// Port returns the sandbox's published port, or ErrNotFound if the
+	// sandbox (or no sandbox with that id) has not published it.
+	Port(ctx context.Context, sandboxID string, port int) (PublishedPort, error)
+	// Ports returns the sandbox's published ports by port number, empty
+	// (not ErrNotFound) for a sandbox with none or no sandbox with that id.
+	Ports(ctx context.Context, sandboxID string) ([]PublishedPort, error)
+	// CopyPorts publishes every port of sandbox fromID on sandbox toID as
+	// it is there (public or private), with CreatedAt now: a fork or a
+	// restore as a new sandbox gets the ports of its source. A port toID
+	// has published already takes fromID's Public; toID's other ports
+	// stay. ErrNotFound if no sandbox has id toID; a fromID with no ports,
+	// or no sandbox with that id (a source deleted since), copies nothing.
+	CopyPorts(ctx context.Context, fromID, toID string) error
+
+	// PortToken returns the account's port token (see package portproxy),
+	// or ErrNotFound if it has none yet (or there is no such account).
+	PortToken(ctx context.Context, accountID int64) (string, error)
+	// EnsurePortToken returns the account's port token, storing candidate
+	// as the token first if it has none: concurrent calls all return the
+	// one stored. An empty candidate is a plain error; ErrNotFound if
+	// there is no such account.
+	EnsurePortToken(ctx context.Context, accountID int64, candidate string) (string, error)
+	// SetPortToken replaces the account's port token with token (a
+	// rotation: the old one is refused from then on), or stores it if it
+	// had none. An empty token is a plain error; ErrNotFound if there is
+	// no such account.
+	SetPortToken(ctx context.Context, accountID int64, token string) error
 
 	// Close releases the store. No method may be called after it.
 	Close() error
