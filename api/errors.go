@@ -15,7 +15,8 @@ type ErrorInfo struct {
 
 // Stable error codes. They are documented in docs/errors.md; never reuse or
 // renumber one. The letter says the area: V validation, S sandboxes,
-// I images, K checkpoints, L limits, A auth, O operations, X internal.
+// I images, K checkpoints, L limits, A auth, O operations, P published
+// ports, X internal.
 const (
 	CodeInvalidName     = "V01" // a name does not match ^[a-z0-9][a-z0-9-]{0,62}$
 	CodeInvalidArgument = "V02" // a flag or field has a bad value
@@ -52,6 +53,11 @@ const (
 	CodeNotOffsite         = "R02" // the checkpoint is not (yet) held by any off-site location
 	CodeNoLocation         = "R03" // no off-site location with that name
 	CodeOffsiteFailed      = "R04" // reading the checkpoint back from off-site failed (damaged or missing data)
+
+	CodePortNotPublished = "P01" // the sandbox has not published that port
+	CodePortCredentials  = "P02" // a private port, and the request carries no valid port token
+	CodePortNotRunning   = "P03" // the sandbox of the port is not running
+	CodePortUnreachable  = "P04" // nothing answered on the port inside the sandbox
 
 	CodeNoOperation = "O01" // no operation with that id
 	CodeInterrupted = "O02" // the operation was interrupted by a cairnd restart and undone at its start
