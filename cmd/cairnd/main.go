@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
+	"github.com/cairn-sandbox/cairn/internal/portproxy"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 )
 
@@ -36,6 +37,8 @@ func main() {
 	flag.StringVar(&diskLimit, "disk-limit", "", "the account's limit on disk used by sandboxes and checkpoints, e.g. 50G (default: unlimited)")
 	flag.StringVar(&defaultDisk, "default-disk", "10G", "disk size of a sandbox created without --disk, the image's files included (at most the pool's size)")
 	flag.StringVar(&poolReserve, "pool-reserve", "", "part of the pool kept from sandboxes' data, for the metadata of checkpoints and deletes (default: a tenth of the pool, 256M to 4G)")
+	flag.StringVar(&cfg.ProxyListen, "proxy-listen", portproxy.DefaultListen, "TCP address of the port proxy, which forwards HTTP and WebSocket to published ports (see docs/ports.md)")
+	flag.StringVar(&cfg.ProxyDomain, "proxy-domain", portproxy.DefaultDomain, "domain of the port proxy: a published port is reached as PORT-NAME.DOMAIN (needs wildcard DNS to this host; *.localhost resolves here)")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
