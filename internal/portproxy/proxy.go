@@ -60,7 +60,8 @@ func (s *Service) Proxy() *Proxy {
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		DisableCompression:     true, // pass encodings through as they are
 	}
-	p.rp = &httputil.ReverseProxy{Rewrite: rewrite, Transport: tr, ErrorHandler: p.failed}
+	p.rp = &httputil.ReverseProxy{Rewrite: rewrite, Transport: tr, ErrorHandler: p.failed,
+		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 	return p
 }
 

@@ -532,3 +532,25 @@ func TestMalformedHostRefused(t *testing.T) {
 		}
 	}
 }
+
+// Headers past MaxHeaderBytes are refused before they reach the handler.
+func TestHeaderBound(t *testing.T) {
+	e := newEnv(t)
+	e.publish(8080, true, "public")
+	c := e.client(false)
+	req, _ := http.NewRequest("GET", e.url("8080-web.localhost", "/"), nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 2*MaxHeaderBytes))
+	// The server answers 431 and closes, possibly while the client still
+	// writes (then the client sees the connection reset).
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a %d KiB header: %s, want 431", 2*MaxHeaderBytes>>10, resp.Status)
+		}
+	}
+	if n := e.dialer.count(); n != 0 {
+		t.Errorf("a request with headers past the bound reached the dialer")
+	}
+	resp, body := e.get(c, e.url("8080-web.localhost", "/"), "X-Big", strings.Repeat("a", MaxHeaderBytes/2))
+	wantSeen(t, "a header under the bound", resp, body)
+}
