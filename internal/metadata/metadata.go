@@ -174,9 +174,27 @@ type Sandbox struct {
 	// refer to, the image's files included (a btrfs quota-group limit);
 	// 0: no limit.
 	DiskBytes int64
+	// Network is its network mode and rules; changed by
+	// SetSandboxNetwork. A Mode of "" given to CreateSandbox stores
+	// NetworkNone.
+	Network   NetworkSettings
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// NetworkSettings are a sandbox's network mode and its allow and deny
+// rules, as the user gave them (package network checks them).
+type NetworkSettings struct {
+	Mode  string   `json:"-"`
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Network modes as stored.
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
 
 // InsidePolicy is what processes inside a sandbox may create through its
 // management socket (/.cairn/api.sock).
@@ -226,6 +244,8 @@ func (sb Sandbox) Validate() error {
 		return fmt.Errorf("invalid sandbox %s: negative disk size %d", sb.ID, sb.DiskBytes)
 	case sb.Restart != "" && !sb.Restart.Valid():
 		return fmt.Errorf("invalid sandbox %s: unknown restart policy %q", sb.ID, sb.Restart)
+	case sb.Network.Mode != "" && sb.Network.Mode != NetworkNone && sb.Network.Mode != NetworkEgress:
+		return fmt.Errorf("invalid sandbox %s: unknown network mode %q", sb.ID, sb.Network.Mode)
 	}
 	if _, err := AutoCheckpointSeconds(sb.AutoCheckpoint); err != nil {
 		return fmt.Errorf("invalid sandbox %s: %w", sb.ID, err)
@@ -538,6 +558,9 @@ type Store interface {
 	// SandboxCrashed, LastCrash {reason, at}, UpdatedAt now. ErrNotFound if
 	// no sandbox has that id.
 	SetSandboxCrashed(ctx context.Context, id, reason string, at time.Time) error
+	// SetSandboxNetwork records the sandbox's network settings.
+	// ErrNotFound if it does not exist.
+	SetSandboxNetwork(ctx context.Context, id string, n NetworkSettings) error
 	// SetRestartPolicy records p as the sandbox's restart policy and sets
 	// UpdatedAt to now; a policy that is not Valid is a plain error,
 	// ErrNotFound if no sandbox has that id.
@@ -744,43 +767,8 @@ type Store interface {
 	// deleted. Running entries are never pruned.
 	PruneJournal(ctx context.Context, before time.Time) (int, error)
 
-	// PublishPort publishes p.Port of sandbox p.SandboxID, or, when it is
-	// published already, records p.Public as whether it is public and
-	// keeps its CreatedAt. It returns the port as stored. p must pass
-	// p.Validate (else a plain error); a zero CreatedAt is set to now;
-	// ErrNotFound if no sandbox has that id. Deleting the sandbox deletes
-	// its published ports.
-	PublishPort(ctx context.Context, p PublishedPort) (PublishedPort, error)
-	// UnpublishPort removes the published port, or returns ErrNotFound if
-	// the sandbox (or no sandbox with that id) has not published it.
-	UnpublishPort(ctx context.Context, sandboxID string, port int) error
-	// Port returns the sandbox's published port, or ErrNotFound if the
-	// sandbox (or no sandbox with that id) has not published it.
-	Port(ctx context.Context, sandboxID string, port int) (PublishedPort, error)
-	// Ports returns the sandbox's published ports by port number, empty
-	// (not ErrNotFound) for a sandbox with none or no sandbox with that id.
-	Ports(ctx context.Context, sandboxID string) ([]PublishedPort, error)
-	// CopyPorts publishes every port of sandbox fromID on sandbox toID as
-	// it is there (public or private), with CreatedAt now: a fork or a
-	// restore as a new sandbox gets the ports of its source. A port toID
-	// has published already takes fromID's Public; toID's other ports
-	// stay. ErrNotFound if no sandbox has id toID; a fromID with no ports,
-	// or no sandbox with that id (a source deleted since), copies nothing.
-	CopyPorts(ctx context.Context, fromID, toID string) error
-
-	// PortToken returns the account's port token (see package portproxy),
-	// or ErrNotFound if it has none yet (or there is no such account).
-	PortToken(ctx context.Context, accountID int64) (string, error)
-	// EnsurePortToken returns the account's port token, storing candidate
-	// as the token first if it has none: concurrent calls all return the
-	// one stored. An empty candidate is a plain error; ErrNotFound if
-	// there is no such account.
-	EnsurePortToken(ctx context.Context, accountID int64, candidate string) (string, error)
-	// SetPortToken replaces the account's port token with token (a
-	// rotation: the old one is refused from then on), or stores it if it
-	// had none. An empty token is a plain error; ErrNotFound if there is
-	// no such account.
-	SetPortToken(ctx context.Context, accountID int64, token string) error
+	// Published ports and port tokens (see PortStore).
+	PortStore
 
 	// Close releases the store. No method may be called after it.
 	Close() error

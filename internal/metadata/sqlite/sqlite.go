@@ -14,6 +14,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -329,7 +330,7 @@ func scanAccount(row scanner) (metadata.Account, error) {
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
 	restart_policy, crash_reason, crashed_at, oom_process, oom_at,
-	` + insideColumns + `, disk_bytes`
+	` + insideColumns + `, disk_bytes, network_mode, network_rules`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -348,7 +349,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if sb.UpdatedAt.IsZero() {
 		sb.UpdatedAt = sb.CreatedAt
 	}
-	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+	mode, rules, err := networkValues(sb.Network)
+	if err != nil {
+		return fmt.Errorf("metadata: create sandbox: %w", err)
+	}
+	err = inTx(ctx, s.writer, func(tx *sql.Tx) error {
 		// A sandbox id is used once: a new sandbox with the id of a deleted
 		// one would inherit its checkpoints (and its v-numbers again).
 		var orphans bool
@@ -359,16 +364,19 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?, ?, ?)`,
 			append([]any{sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 				nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
 				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt),
 				string(sb.Restart), nullable(sb.LastCrash.What), nullableTime(sb.LastCrash.At),
-				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes)...)...)
+				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes, mode, rules)...)...)
 		return err
 	})
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errEncode) {
+		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
 	if errors.Is(err, errOrphanCheckpoints) {
 		return fmt.Errorf("metadata: create sandbox: id %s is used by checkpoints of a deleted sandbox: %w", sb.ID, metadata.ErrConflict)
@@ -467,11 +475,15 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 			created, updated           string
 			restart                    string
 			crash, crashAt, oom, oomAt sql.NullString
+			rules                      string
 		)
 		if err := rows.Scan(append([]any{&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
 			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated,
-			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes)...)...); err != nil {
+			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes, &sb.Network.Mode, &rules)...)...); err != nil {
 			return nil, err
+		}
+		if err := json.Unmarshal([]byte(rules), &sb.Network); err != nil {
+			return nil, fmt.Errorf("sandbox %s: stored network rules: %w", sb.ID, err)
 		}
 		sb.Restart = metadata.RestartPolicy(restart)
 		if sb.LastCrash, err = scanEvent(crash, crashAt); err != nil {
@@ -613,6 +625,40 @@ func (s *Store) SetRestartPolicy(ctx context.Context, id string, p metadata.Rest
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return oneRow(res, what)
+}
+
+// SetSandboxNetwork implements metadata.Store.
+func (s *Store) SetSandboxNetwork(ctx context.Context, id string, n metadata.NetworkSettings) error {
+	what := "metadata: set network of sandbox " + id
+	mode, rules, err := networkValues(n)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET network_mode = ?, network_rules = ?, updated_at = ? WHERE id = ?`,
+		mode, rules, formatTime(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// errEncode: a value could not be stored.
+var errEncode = errors.New("cannot encode")
+
+// networkValues are the stored columns of n.
+func networkValues(n metadata.NetworkSettings) (mode, rules string, err error) {
+	mode = n.Mode
+	if mode == "" {
+		mode = metadata.NetworkNone
+	}
+	if mode != metadata.NetworkNone && mode != metadata.NetworkEgress {
+		return "", "", fmt.Errorf("unknown network mode %q", mode)
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return "", "", fmt.Errorf("network rules: %w: %v", errEncode, err)
+	}
+	return mode, string(b), nil
 }
 
 // SetLastOOMKill implements metadata.Store.

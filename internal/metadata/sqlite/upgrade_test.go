@@ -67,9 +67,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	day := func(d, us int) time.Time { return time.Date(2030, 1, d, 0, 0, 0, us*1000, time.UTC) }
 	want := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
-			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
+			ParentID: "0000000000000001", AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(4, 0), UpdatedAt: day(4, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
-			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
+			CPUs: 1.5, MemoryBytes: 1024, AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(2, 1), UpdatedAt: day(3, 2)},
 	}
 	got, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -161,10 +161,10 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	wantSbs := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxStopped,
 			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxRunning,
 			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
 	}
 	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -277,10 +277,10 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	wantSbs := []metadata.Sandbox{
 		{ID: "0000000000000002", AccountID: 7, Name: "fork", Image: "busybox", State: metadata.SandboxRunning,
 			ParentID: "0000000000000001", CurrentCheckpoint: "c000000000000001", SourceCheckpoint: "c000000000000001",
-			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
+			AutoCheckpoint: 5 * time.Minute, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(4, 0, 0), UpdatedAt: day(4, 0, 0)},
 		{ID: "0000000000000001", AccountID: 7, Name: "web", Image: "debian", State: metadata.SandboxStopped,
 			CPUs: 1.5, MemoryBytes: 1024, CurrentCheckpoint: "c000000000000001",
-			AutoCheckpoint: time.Hour, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
+			AutoCheckpoint: time.Hour, Inside: metadata.DefaultInsidePolicy, Restart: metadata.RestartOnFailure, Network: oldNetwork, CreatedAt: day(2, 0, 1), UpdatedAt: day(3, 0, 2)},
 	}
 	sbs, err := s.ListSandboxes(ctx, 7, metadata.SandboxFilter{})
 	if err != nil {
@@ -526,6 +526,10 @@ func TestUpgradeFromVersion7(t *testing.T) {
 		t.Errorf("after SetInsidePolicy: %+v, %v; want %+v", sb.Inside, err, p)
 	}
 }
+
+// oldNetwork is what a sandbox made before networking (schema version 14)
+// has: loopback only, as it had.
+var oldNetwork = metadata.NetworkSettings{Mode: metadata.NetworkNone}
 
 // TestUpgradeFromVersion13 builds a database as a cairnd before published
 // ports left it (0001-0013, a sandbox in it) and opens it: the sandbox

@@ -1,0 +1,261 @@
+// Package testnet gives a test an "internet" of its own: a network
+// namespace holding HTTP servers and a DNS server at addresses the test
+// chose, linked to the host by a veth that cairnd takes as its uplink.
+// Nothing a sandbox sends can then leave the machine: cairnd forwards
+// only to its uplink, and the host routes the test's addresses into the
+// namespace.
+package testnet
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-sandbox/cairn/internal/network/nsfile"
+)
+
+// The test internet's addresses: documentation ranges (RFC 5737), which
+// nothing real uses and which no default rule of cairn's blocks.
+var (
+	// Allowed and Denied host HTTP servers that DNS names point at;
+	// Other is reached by address (CIDR rules).
+	Allowed = netip.MustParseAddr("203.0.113.10")
+	Denied  = netip.MustParseAddr("203.0.113.20")
+	Other   = netip.MustParseAddr("198.51.100.10")
+	// DNS is the test internet's name server.
+	DNS = netip.MustParseAddr("203.0.113.53")
+
+	hostSide = netip.MustParsePrefix("100.127.255.1/30")
+	nsSide   = netip.MustParsePrefix("100.127.255.2/30")
+	routed   = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/24")}
+)
+
+// Internet is a test's internet.
+type Internet struct {
+	// Uplink is the host's end of the link: cairnd's --network-uplink.
+	Uplink string
+	// Upstream is the DNS server's IP:PORT: cairnd's --dns-upstream.
+	Upstream string
+	// Names are the DNS names it answers, and their addresses.
+	Names map[string]netip.Addr
+
+	ns    string
+	mu    sync.Mutex
+	hits  map[netip.Addr]int
+	close []func()
+}
+
+// New makes a test internet, removed when t ends. It answers
+// allowed.test, www.allowed.test and denied.test (Allowed, Allowed,
+// Denied) and other.test (Other); every server answers GET / with
+// "hello from ADDR" and GET /bytes?n=N with N bytes.
+func New(t testing.TB) *Internet {
+	t.Helper()
+	suffix := make([]byte, 2)
+	rand.Read(suffix)
+	in := &Internet{
+		Uplink:   "ci" + hex.EncodeToString(suffix),
+		Upstream: netip.AddrPortFrom(DNS, 53).String(),
+		Names: map[string]netip.Addr{
+			"allowed.test.": Allowed, "www.allowed.test.": Allowed, "denied.test.": Denied, "other.test.": Other,
+		},
+		ns:   filepath.Join(t.TempDir(), "internet"),
+		hits: map[netip.Addr]int{},
+	}
+	// One test internet on the host at a time: its routes are the host's.
+	lock, err := os.OpenFile("/run/cairn-testnet.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	in.close = append(in.close, func() { lock.Close() })
+	t.Cleanup(in.Close)
+	if err := in.build(); err != nil {
+		t.Fatalf("test internet: %v", err)
+	}
+	return in
+}
+
+func (in *Internet) build() error {
+	if err := nsfile.New(in.ns); err != nil {
+		return err
+	}
+	in.close = append(in.close, func() { nsfile.Remove(in.ns) })
+	fd, err := netns.GetFromPath(in.ns)
+	if err != nil {
+		return err
+	}
+	defer fd.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: in.Uplink}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(fd))}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return err
+	}
+	in.close = append(in.close, func() {
+		if l, err := netlink.LinkByName(in.Uplink); err == nil {
+			netlink.LinkDel(l)
+		}
+	})
+	host, err := netlink.LinkByName(in.Uplink)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(host, addr(hostSide)); err != nil {
+		return err
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return err
+	}
+	for _, p := range routed {
+		r := &netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipnet(p), Gw: nsSide.Addr().AsSlice()}
+		if err := netlink.RouteAdd(r); err != nil {
+			return fmt.Errorf("route %s: %w", p, err)
+		}
+	}
+	h, err := netlink.NewHandleAt(fd)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, name := range []string{"lo", "eth0"} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return err
+		}
+		if name == "eth0" {
+			if err := h.AddrAdd(l, addr(nsSide)); err != nil {
+				return err
+			}
+		} else {
+			for _, a := range []netip.Addr{Allowed, Denied, Other, DNS} {
+				if err := h.AddrAdd(l, addr(netip.PrefixFrom(a, 32))); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nsfile.Run(in.ns, func() error {
+		for _, a := range []netip.Addr{Allowed, Denied, Other} {
+			l, err := net.Listen("tcp4", netip.AddrPortFrom(a, 80).String())
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: in.handler(a)}
+			go srv.Serve(l)
+			in.close = append(in.close, func() { srv.Close() })
+		}
+		pc, err := net.ListenPacket("udp4", in.Upstream)
+		if err != nil {
+			return err
+		}
+		go in.serveDNS(pc)
+		in.close = append(in.close, func() { pc.Close() })
+		return nil
+	})
+}
+
+// Hits is how many requests the server at a has answered.
+func (in *Internet) Hits(a netip.Addr) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.hits[a]
+}
+
+// Close removes the namespace, the link and its routes, and stops the
+// servers.
+func (in *Internet) Close() {
+	for i := len(in.close) - 1; i >= 0; i-- {
+		in.close[i]()
+	}
+	in.close = nil
+}
+
+// Namespace is the path of the test internet's namespace.
+func (in *Internet) Namespace() string { return in.ns }
+
+func (in *Internet) handler(a netip.Addr) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		in.mu.Lock()
+		in.hits[a]++
+		in.mu.Unlock()
+		fmt.Fprintf(w, "hello from %s\n", a)
+	})
+	mux.HandleFunc("GET /bytes", func(w http.ResponseWriter, r *http.Request) {
+		var n int64
+		fmt.Sscan(r.URL.Query().Get("n"), &n)
+		w.Header().Set("Content-Length", fmt.Sprint(n))
+		io.CopyN(w, zeros{}, n)
+	})
+	return mux
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// serveDNS answers A queries for Names; anything else NXDOMAIN.
+func (in *Internet) serveDNS(pc net.PacketConn) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		var p dnsmessage.Parser
+		hdr, err := p.Start(buf[:n])
+		if err != nil {
+			continue
+		}
+		q, err := p.Question()
+		if err != nil {
+			continue
+		}
+		name := strings.ToLower(q.Name.String())
+		a, known := in.Names[name]
+		resp := dnsmessage.Header{ID: hdr.ID, Response: true, Authoritative: true, RecursionDesired: hdr.RecursionDesired, RecursionAvailable: true}
+		if !known {
+			resp.RCode = dnsmessage.RCodeNameError
+		}
+		b := dnsmessage.NewBuilder(nil, resp)
+		b.EnableCompression()
+		b.StartQuestions()
+		b.Question(q)
+		b.StartAnswers()
+		if known && q.Type == dnsmessage.TypeA {
+			b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}, dnsmessage.AResource{A: a.As4()})
+		}
+		out, err := b.Finish()
+		if err == nil {
+			pc.WriteTo(out, from)
+		}
+	}
+}
+
+func addr(p netip.Prefix) *netlink.Addr { return &netlink.Addr{IPNet: ipnet(p)} }
+
+func ipnet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}
+}
+
