@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/PlakarKorp/go-cdc-chunkers v1.1.0
+	github.com/coder/websocket v1.8.15
 	github.com/creack/pty v1.1.24
 	github.com/google/nftables v0.3.0
 	github.com/hanwen/go-fuse/v2 v2.12.1

@@ -16,7 +16,7 @@ type ErrorInfo struct {
 // Stable error codes. They are documented in docs/errors.md; never reuse or
 // renumber one. The letter says the area: V validation, S sandboxes,
 // I images, K checkpoints, L limits, N networks, A auth, O operations,
-// X internal.
+// P published ports, X internal.
 const (
 	CodeInvalidName     = "V01" // a name does not match ^[a-z0-9][a-z0-9-]{0,62}$
 	CodeInvalidArgument = "V02" // a flag or field has a bad value
@@ -56,7 +56,10 @@ const (
 
 	CodeNetworkUnavailable = "N01" // the sandbox's network could not be made or is off
 	CodeInvalidRule        = "N02" // a network rule is not an IPv4 address, CIDR or domain pattern
-	CodePortClosed         = "N03" // nothing listens on that port inside the sandbox
+	CodePortNotPublished   = "P01" // the sandbox has not published that port
+	CodePortCredentials    = "P02" // a private port, and the request carries no valid port token
+	CodePortNotRunning     = "P03" // the sandbox of the port is not running
+	CodePortUnreachable    = "P04" // nothing answered on the port inside the sandbox
 
 	CodeNoOperation = "O01" // no operation with that id
 	CodeInterrupted = "O02" // the operation was interrupted by a cairnd restart and undone at its start

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
 	"github.com/cairn-sandbox/cairn/internal/network"
+	"github.com/cairn-sandbox/cairn/internal/portproxy"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 )
 
@@ -43,6 +44,8 @@ func main() {
 	flag.StringVar(&cfg.Network.DNSUpstream, "dns-upstream", "", "IP:PORT of the resolver the sandboxes' resolvers ask (default: the first nameserver of /etc/resolv.conf)")
 	flag.StringVar(&netRange, "network-range", network.DefaultRange.String(), "IPv4 range of the host's ends of the sandboxes' links, a /30 per running sandbox; must not overlap the host's networks")
 	flag.BoolVar(&cfg.NetworkOff, "network-off", false, "no networking: every sandbox has loopback only, and one whose mode is egress does not start (N01)")
+	flag.StringVar(&cfg.ProxyListen, "proxy-listen", portproxy.DefaultListen, "TCP address of the port proxy, which forwards HTTP and WebSocket to published ports (see docs/ports.md)")
+	flag.StringVar(&cfg.ProxyDomain, "proxy-domain", portproxy.DefaultDomain, "domain of the port proxy: a published port is reached as PORT-NAME.DOMAIN (needs wildcard DNS to this host; *.localhost resolves here)")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()

@@ -2,7 +2,7 @@
 // Go SDK in package client.
 //
 // Layout: one file per command group (sandbox.go, exec.go, checkpoint.go,
-// fork.go, snapshot.go, diff.go, image.go, account.go, version.go); each
+// fork.go, snapshot.go, diff.go, image.go, account.go, port.go, version.go); each
 // command has an options struct and a run… function that tests call
 // directly. Output helpers and the mapping from errors to exit codes live
 // here; formatting of sizes, ages, intervals and tables in format.go.
@@ -149,6 +149,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newConsoleCommand(g),
 		newServicesCommand(g),
 		newLogsCommand(g),
+		newPortCommand(g),
 		newImageCommand(g),
 		newNetworkCommand(g),
 		newAccountCommand(g),

@@ -32,6 +32,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/portproxy"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
 	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
 	"github.com/cairn-sandbox/cairn/internal/schedule"
@@ -53,6 +54,7 @@ var (
 	_ server.SandboxScope = (*catalog.Catalog)(nil)
 	_ server.Images       = (*image.Catalog)(nil)
 	_ server.Operations   = (*operation.Registry)(nil)
+	_ server.Ports        = (*portproxy.Service)(nil)
 
 	_ sandbox.Runtime       = (*runsc.Runsc)(nil)
 	_ catalog.Live          = (*sandbox.Instances)(nil)
@@ -84,6 +86,12 @@ type Config struct {
 	// DataDir/net); NetworkOff runs every sandbox with loopback only.
 	Network    network.Config
 	NetworkOff bool
+	// ProxyListen is the TCP address of the port proxy (default
+	// portproxy.DefaultListen), ProxyDomain its domain (default
+	// portproxy.DefaultDomain): a published port is reached as
+	// http://PORT-NAME.DOMAIN:PORT/. See docs/ports.md.
+	ProxyListen string
+	ProxyDomain string
 }
 
 // DefaultDiskSize is the disk size of a sandbox created without --disk,
@@ -102,6 +110,12 @@ func (c *Config) defaults() {
 	}
 	if c.CacheDir == "" {
 		c.CacheDir = filepath.Join(c.DataDir, "cache")
+	}
+	if c.ProxyListen == "" {
+		c.ProxyListen = portproxy.DefaultListen
+	}
+	if c.ProxyDomain == "" {
+		c.ProxyDomain = portproxy.DefaultDomain
 	}
 }
 
@@ -213,9 +227,25 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer mgr.Close()
 	ops.SetArchive(mgr.ArchivedOperation)
+	// The port proxy. A cairnd whose proxy address is taken still serves
+	// its API (the URLs it prints name the address it was given).
+	proxyAddr := cfg.ProxyListen
+	proxyLn, err := net.Listen("tcp", cfg.ProxyListen)
+	if err != nil {
+		slog.Error("port proxy not served: cannot listen", "address", cfg.ProxyListen, "err", err)
+	} else {
+		defer proxyLn.Close()
+		proxyAddr = proxyLn.Addr().String()
+	}
+	// The proxy dials into a sandbox through the manager, which knows its
+	// running container's network.
+	ports, err := portproxy.New(portproxy.Config{Store: store, Dialer: mgr, Domain: cfg.ProxyDomain, Addr: proxyAddr})
+	if err != nil {
+		return err
+	}
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
-		Images: images, Operations: ops,
+		Images: images, Operations: ops, Ports: ports,
 	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -242,6 +272,16 @@ func Run(ctx context.Context, cfg Config) error {
 	httpSrv := httpedge.NewServer(srv, lim)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(httpedge.Listen(ln, lim)) }()
+	var proxySrv *http.Server
+	if proxyLn != nil {
+		proxySrv = portproxy.NewServer(ports.Proxy())
+		go func() {
+			if err := proxySrv.Serve(httpedge.Listen(proxyLn, portproxy.Limits())); !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("port proxy stopped", "err", err)
+			}
+		}()
+		slog.Info("port proxy ready", "address", proxyAddr, "domain", cfg.ProxyDomain)
+	}
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
 
 	select {
@@ -253,6 +293,9 @@ func Run(ctx context.Context, cfg Config) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	httpSrv.Shutdown(sctx)
+	if proxySrv != nil {
+		proxySrv.Shutdown(sctx)
+	}
 	return nil
 }
 

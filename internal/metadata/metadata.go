@@ -461,8 +461,8 @@ type DiskDelete struct {
 }
 
 // Store persists accounts, sandboxes, checkpoints (with where their disks
-// live, and the disks to delete), leases and the journal of multi-step
-// operations.
+// live, and the disks to delete), leases, the journal of multi-step
+// operations, and published ports with each account's port token.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
@@ -766,6 +766,9 @@ type Store interface {
 	// and were last changed before before, and returns how many it
 	// deleted. Running entries are never pruned.
 	PruneJournal(ctx context.Context, before time.Time) (int, error)
+
+	// Published ports and port tokens (see PortStore).
+	PortStore
 
 	// Close releases the store. No method may be called after it.
 	Close() error

@@ -128,6 +128,10 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		}
 		return err
 	}
+	if err := m.copyPorts(ctx, sb); err != nil {
+		logErr("undo: delete the new row", m.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), sb.ID))
+		return err
+	}
 	undo.Success()
 	op.Step(api.PhaseStart, "Sandbox %s running", sb.Name)
 	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image, "from_checkpoint", sb.SourceCheckpoint)

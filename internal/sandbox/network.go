@@ -105,7 +105,7 @@ func (m *Manager) DialSandbox(ctx context.Context, id string, port int) (net.Con
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) {
-			return nil, errdefs.New(api.CodePortClosed, "nothing listens on port %d in the sandbox", port)
+			return nil, errdefs.New(api.CodePortUnreachable, "nothing listens on port %d in the sandbox", port)
 		}
 		return nil, fmt.Errorf("connect to port %d: %w", port, err)
 	}
@@ -166,6 +166,26 @@ func (m *Manager) updateNetwork(sb metadata.Sandbox) error {
 	}
 	if err := m.cfg.Networks.Update(inst.container, network.Mode(sb.Network.Mode), rulesOf(sb)); err != nil {
 		return errdefs.Wrap(api.CodeNetworkUnavailable, err, "change the network of sandbox %s", sb.Name)
+	}
+	return nil
+}
+
+// copyPorts gives a fork or a sandbox restored as new the published ports
+// of the sandbox it came from (none if that one is gone).
+func (m *Manager) copyPorts(ctx context.Context, sb metadata.Sandbox) error {
+	src := sb.ParentID
+	if src == "" && sb.SourceCheckpoint != "" {
+		ck, err := m.cfg.Store.CheckpointByID(ctx, sb.SourceCheckpoint)
+		if err != nil {
+			return nil // the checkpoint went meanwhile: nothing to copy from
+		}
+		src = ck.SandboxID
+	}
+	if src == "" {
+		return nil
+	}
+	if err := m.cfg.Store.CopyPorts(ctx, src, sb.ID); err != nil {
+		return fmt.Errorf("copy the published ports of the source: %w", err)
 	}
 	return nil
 }

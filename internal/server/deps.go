@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"net"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -12,7 +13,8 @@ import (
 // its sandbox.Manager for the roles that change sandboxes (Sandboxes,
 // Rewinds, Processes), its catalog.Catalog for those that read them and
 // delete checkpoints (SandboxViews, Checkpoints, Accounts, SandboxScope),
-// its image.Catalog for Images and its operation.Registry for Operations
+// its image.Catalog for Images, its portproxy.Service for Ports and its
+// operation.Registry for Operations
 // (the assertions are in package daemon); the handler tests pass a fake.
 //
 // Errors carry an API code (package errdefs) and are turned into an HTTP
@@ -181,6 +183,28 @@ type SandboxScope interface {
 	Whoami(ctx context.Context, id string) (account, name string, err error)
 }
 
+// Ports are the published ports of an account's sandboxes, its port
+// token, and raw TCP connections to a port inside (the port proxy's
+// service). port is as the request gave it: checking its range (V02) is
+// the implementation's job.
+type Ports interface {
+	// Ports lists the sandbox's published ports by number, never nil.
+	// S01.
+	Ports(ctx context.Context, account, name string) ([]api.Port, error)
+	// Publish publishes req.Port of the sandbox, or sets whether it is
+	// public if it is published already, and returns it. S01, V02.
+	Publish(ctx context.Context, account, name string, req api.PublishPortRequest) (api.Port, error)
+	// Unpublish unpublishes the port. S01, V02, P01 (not published).
+	Unpublish(ctx context.Context, account, name string, port int) error
+	// Token returns the account's port token, made on first need; with
+	// rotate, a new one replaces it at once.
+	Token(ctx context.Context, account string, rotate bool) (api.PortToken, error)
+	// Connect opens a TCP connection to the port inside the sandbox,
+	// published or not; the caller closes it. S01, V02, P03 (not
+	// running), P04 (nothing answered).
+	Connect(ctx context.Context, account, name string, port int) (net.Conn, error)
+}
+
 // Deps are the parts a Server serves. Every field must be set.
 type Deps struct {
 	Sandboxes   Sandboxes
@@ -192,4 +216,5 @@ type Deps struct {
 	Images      Images
 	Operations  Operations
 	Scope       SandboxScope
+	Ports       Ports
 }

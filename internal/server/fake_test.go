@@ -43,6 +43,8 @@ type fake struct {
 
 	services []api.ServiceStatus // Services' answer
 	stream   *fakeStream         // Exec's stream of an attached command
+	// connectTo is the address Connect dials (a test's loopback server).
+	connectTo string
 }
 
 var (
@@ -55,6 +57,7 @@ var (
 	_ Images       = fakeImages{}
 	_ Operations   = fakeOps{}
 	_ SandboxScope = (*fake)(nil)
+	_ Ports        = (*fake)(nil)
 )
 
 func newFake(t *testing.T) *fake {
@@ -65,7 +68,7 @@ func newFake(t *testing.T) *fake {
 func (f *fake) server() *Server {
 	return New(Deps{
 		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f,
-		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f,
+		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f,
 	}, api.ServerInfo{Version: "test"})
 }
 

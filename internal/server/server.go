@@ -31,6 +31,7 @@ type Server struct {
 	images      Images
 	ops         Operations
 	scope       SandboxScope
+	ports       Ports
 	info        api.ServerInfo
 	mux         *http.ServeMux
 	// insideOps is which sandbox started each operation through its
@@ -44,7 +45,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 	s := &Server{
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, accounts: d.Accounts, images: d.Images,
-		ops: d.Operations, scope: d.Scope, info: info,
+		ops: d.Operations, scope: d.Scope, ports: d.Ports, info: info,
 	}
 	s.mux = newMux(s, routes)
 	return s
@@ -94,27 +95,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // statusOf maps an error code to its HTTP status.
 func statusOf(code string) int {
 	switch code {
-	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation:
+	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
+		api.CodePortNotPublished:
 		return http.StatusNotFound
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
 		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite, api.CodeLocalGone:
 		return http.StatusConflict
 	case api.CodeOffsiteUnavailable:
 		return http.StatusServiceUnavailable
-	case api.CodeOffsiteFailed:
+	case api.CodeOffsiteFailed, api.CodePortUnreachable:
 		return http.StatusBadGateway
+	case api.CodePortCredentials:
+		return http.StatusUnauthorized
 	case api.CodeExecFailed:
 		return http.StatusUnprocessableEntity
 	case api.CodeDiskLimit, api.CodePoolFull:
 		return http.StatusInsufficientStorage
 	case api.CodeTooManyRequests, api.CodeInsideQuota:
 		return http.StatusTooManyRequests
-	case api.CodeAgentUnreachable, api.CodeSandboxDown, api.CodeNetworkUnavailable:
+	case api.CodeAgentUnreachable, api.CodeSandboxDown, api.CodeNetworkUnavailable, api.CodePortNotRunning:
 		return http.StatusServiceUnavailable
 	case api.CodeInvalidRule:
 		return http.StatusBadRequest
-	case api.CodePortClosed:
-		return http.StatusBadGateway
 	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
 		return http.StatusInternalServerError
 	}

@@ -89,8 +89,8 @@ type daemon struct {
 	flags   []string      // extra cairnd flags
 	// internet is what its sandboxes reach (cairnd's uplink and DNS).
 	internet *testnet.Internet
-	log     *os.File
-	client  *client.Client
+	log      *os.File
+	client   *client.Client
 }
 
 // startDaemon starts a cairnd on a fresh data dir; it is stopped, its

@@ -530,3 +530,55 @@ func TestUpgradeFromVersion7(t *testing.T) {
 // oldNetwork is what a sandbox made before networking (schema version 14)
 // has: loopback only, as it had.
 var oldNetwork = metadata.NetworkSettings{Mode: metadata.NetworkNone}
+
+// TestUpgradeFromVersion13 builds a database as a cairnd before published
+// ports left it (0001-0013, a sandbox in it) and opens it: the sandbox
+// publishes no ports and can publish some, which go with it, and the
+// account has no port token until one is made.
+func TestUpgradeFromVersion13(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := sql.Open("sqlite", dsn(path, url.Values{"_txlock": {"immediate"}, "_foreign_keys": {"on"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigrations(ctx, old, ms[:13], time.Now); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO accounts (id, name, created_at) VALUES (7, 'alice', '2030-01-01T00:00:00.000000Z')`,
+		`INSERT INTO sandboxes (id, account_id, name, image, state, next_checkpoint, created_at, updated_at)
+		 VALUES ('0000000000000001', 7, 'web', 'debian', 'running', 1, '2030-01-02T00:00:00.000000Z', '2030-01-02T00:00:00.000000Z')`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, storetest.NewClock().Now)
+	if err != nil {
+		t.Fatalf("Open of a version 13 database: %v", err)
+	}
+	defer s.Close()
+	if ps, err := s.Ports(ctx, "0000000000000001"); err != nil || len(ps) != 0 {
+		t.Errorf("ports after the upgrade: %+v, %v; want none", ps, err)
+	}
+	if _, err := s.PortToken(ctx, 7); !errors.Is(err, metadata.ErrNotFound) {
+		t.Errorf("port token after the upgrade: %v, want ErrNotFound", err)
+	}
+	if _, err := s.PublishPort(ctx, metadata.PublishedPort{SandboxID: "0000000000000001", Port: 8080}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSandbox(ctx, "0000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := s.Ports(ctx, "0000000000000001"); err != nil || len(ps) != 0 {
+		t.Errorf("ports of the deleted sandbox: %+v, %v; want none", ps, err)
+	}
+}

@@ -92,6 +92,9 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CheckpointFromInside", testCheckpointFromInside},
 		{"KeepCheckpoint", testKeepCheckpoint},
 		{"Journal", testJournal},
+		{"PublishedPorts", testPublishedPorts},
+		{"CopyPorts", testCopyPorts},
+		{"PortTokens", testPortTokens},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

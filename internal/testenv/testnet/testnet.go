@@ -47,7 +47,7 @@ type Internet struct {
 	// DNS is its name server.
 	DNS netip.Addr
 	// Routed are the prefixes the host routes into it.
-	Routed []netip.Prefix
+	Routed           []netip.Prefix
 	hostSide, nsSide netip.Prefix
 
 	// Uplink is the host's end of the link: cairnd's --network-uplink.
