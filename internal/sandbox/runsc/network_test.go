@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/container"
+	"github.com/cairn-sandbox/cairn/internal/network/nsfile"
 )
 
 // The network mode is the sandbox's own: it reaches runsc run (and restore)
@@ -37,10 +38,26 @@ func TestNetworkModeIsPerSandbox(t *testing.T) {
 		t.Fatalf("runsc was run for an unknown mode:\n%s", b)
 	}
 
+	// The sandbox's own stack never runs without a namespace made for it:
+	// it would be the host's, or an empty one by mistake.
+	bare := busyboxSpec(t, dir, "bare", "sleep 1")
+	bare.Network = container.NetworkSandbox
+	if _, err := r.Start(ctx, bare); err == nil || !strings.Contains(err.Error(), "without a network namespace") {
+		t.Fatalf("start in mode sandbox without a namespace: %v", err)
+	}
+	netns := filepath.Join(dir, "netns")
+	if err := nsfile.New(netns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nsfile.Remove(netns) })
+
 	for _, mode := range []container.Network{container.NetworkNone, container.NetworkSandbox} {
 		id := "net-" + string(mode)
 		spec := busyboxSpec(t, dir, id, "sleep 30")
 		spec.Network = mode
+		if mode == container.NetworkSandbox {
+			spec.NetNS = netns
+		}
 		if _, err := r.Start(ctx, spec); err != nil {
 			t.Fatal(err)
 		}
