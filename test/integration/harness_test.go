@@ -106,7 +106,7 @@ func startDaemon(t *testing.T, flags ...string) *daemon {
 	// namespace this test made): never the machine's network.
 	d.internet = testnet.New(t)
 	d.flags = append([]string{"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream,
-		"--network-range", nextNetworkRange()}, d.flags...)
+		"--network-range", nextNetworkRange(), "--proxy-listen", "127.0.0.1:0"}, d.flags...)
 	d.client = client.New(d.socket)
 	d.start()
 	t.Cleanup(d.destroy)
