@@ -1,15 +1,20 @@
 package integration
 
 import (
+	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cairn-sandbox/cairn/api"
 )
 
 // A sandbox reaches the test internet under its rules; what it must never
@@ -129,3 +134,80 @@ func (d *daemon) checkNoNetworkLeft() {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A cairnd killed while networked sandboxes run takes their networks over
+// when it starts again (rules, resolver, published ports); the network of
+// a container that died meanwhile is swept; and after the deletes nothing
+// is left on the host.
+func TestNetworkAcrossACairndCrash(t *testing.T) {
+	d := startDaemon(t)
+	in := d.internet
+	d.create("keep", "--deny", "denied.test")
+	d.create("gone")
+	d.webServer("keep")
+	port := d.publish("keep", "--public")
+	fetch := func(name, target string) error {
+		_, err := d.execOut(30*time.Second, name, "timeout", "5", "wget", "-q", "-O", "-", "http://"+target+"/")
+		return err
+	}
+	var gone api.Sandbox
+	json.Unmarshal([]byte(d.mustCLI("--json", "info", "gone")), &gone)
+
+	d.kill(syscall.SIGKILL)
+	// While cairnd is down, one sandbox's container dies for good.
+	exec.Command("runsc", "--root", filepath.Join(d.dataDir, "runsc"), "delete", "--force", gone.Container).Run()
+	d.start()
+
+	if err := fetch("keep", "allowed.test"); err != nil {
+		t.Fatalf("outbound by name after the restart (the resolver taken over): %v", err)
+	}
+	if err := fetch("keep", "denied.test"); err == nil {
+		t.Fatal("a denied name resolved after the restart")
+	}
+	if code, body := viaProxy(t, d.portURL("keep"), ""); code != 200 || !strings.Contains(body, "page of keep") {
+		t.Fatalf("the published port after the restart: %d %q", code, body)
+	}
+	// The dead container's network is gone; the sandbox, started again by
+	// its restart policy (or by hand), has a new one that works.
+	if _, err := os.Stat(filepath.Join(d.dataDir, "net", gone.Container)); !os.IsNotExist(err) {
+		t.Errorf("the network of a container that died while cairnd was down is still there (%v)", err)
+	}
+	waitRunningAgain(t, d, "gone")
+	if err := fetch("gone", in.Allowed.String()); err != nil {
+		t.Fatalf("the restarted sandbox's network: %v", err)
+	}
+	_ = port
+	d.mustCLI("delete", "keep")
+	d.mustCLI("delete", "gone")
+	d.checkNoNetworkLeft()
+}
+
+// portURL is the host-form URL of name's published port 8080 now (the
+// proxy's port changes with each cairnd start in these tests).
+func (d *daemon) portURL(name string) string {
+	d.t.Helper()
+	var ports []api.Port
+	if err := json.Unmarshal([]byte(d.mustCLI("--json", "port", "list", name)), &ports); err != nil || len(ports) == 0 {
+		d.t.Fatalf("port list %s: %v %+v", name, err, ports)
+	}
+	return ports[0].URL
+}
+
+// waitRunningAgain waits until sandbox name runs with its cairn-init
+// connected (a restart policy at work), starting it if it crashed for
+// good.
+func waitRunningAgain(t *testing.T, d *daemon, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var sb api.Sandbox
+		json.Unmarshal([]byte(d.mustCLI("--json", "info", name)), &sb)
+		if sb.State == api.StateRunning && sb.AgentConnected {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s, not running again", name, sb.State)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
