@@ -14,6 +14,8 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
+	"github.com/cairn-sandbox/cairn/internal/network"
+	"github.com/cairn-sandbox/cairn/internal/testenv/testnet"
 )
 
 // poolSize is the bench pool's sparse loop file: room for the 5 GiB
@@ -27,6 +29,9 @@ type benchDaemon struct {
 	cmd     *exec.Cmd
 	client  *client.Client
 	keepLog string // where stop copies cairnd's log; "" for nowhere
+	// internet is all its sandboxes can reach: a namespace of the bench's
+	// own, cairnd's uplink and DNS upstream.
+	internet *testnet.Internet
 }
 
 func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, error) {
@@ -49,7 +54,12 @@ func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config, "--network-off")
+	if d.internet, err = testnet.Start(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config,
+		"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream, "--proxy-listen", "127.0.0.1:0")
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for the bench must not stop cairnd
 	// before the bench has deleted its sandboxes through it.
@@ -103,6 +113,15 @@ func (d *benchDaemon) stop() error {
 			}
 		}
 	}
+	// The sandboxes' networks (namespaces, links, cairnd's table), then the
+	// test internet.
+	var netErr error
+	if err := network.CleanHost(filepath.Join(d.dataDir, "net")); err != nil {
+		netErr = fmt.Errorf("clean the host of the sandboxes' networks: %w", err)
+	}
+	if d.internet != nil {
+		d.internet.Close()
+	}
 	// Unmount everything under the data dir, deepest first: runsc's
 	// null-netns bind mounts (runsc/null-netns, bare/state/null-netns) and
 	// the pool.
@@ -114,6 +133,9 @@ func (d *benchDaemon) stop() error {
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("still mounted, data dir %s kept: %s", d.dataDir, strings.Join(left, " "))
+	}
+	if netErr != nil {
+		return netErr
 	}
 	return os.RemoveAll(d.dataDir)
 }

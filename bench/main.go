@@ -17,7 +17,11 @@
 //     internal/repo to an S3 server (versitygw), first and after 1% of the
 //     files changed, against restic backing up the same tree to another;
 //     time, bytes stored and bytes sent (its own temp dir and versitygw
-//     servers, removed at the end like the daemon's).
+//     servers, removed at the end like the daemon's);
+//   - network (network.go): HTTP through the port proxy against the same
+//     server reached directly, egress throughput against the host's own
+//     download, create+start with networking against without; all of it
+//     inside the bench's own test internet (internal/testenv/testnet).
 //
 // Everything runs on a throw-away cairnd with its own data dir and loop
 // pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
@@ -54,6 +58,7 @@ var groups = []group{
 	{"checkpoint", "disk checkpoint create (10 MiB/1 GiB/5 GiB), restore in place, fork of 10 vs. btrfs and runsc by hand", benchCheckpoint},
 	{"memory", "memory checkpoint and restore (64 MiB/512 MiB/2 GiB touched), fork of 10, compression vs. runsc by hand", benchMemory},
 	{"offsite", "off-site upload of 1 GiB to S3 (versitygw), first and incremental, vs. restic", benchOffsite},
+	{"network", "HTTP through the port proxy vs. direct, egress throughput vs. the host, create+start with vs. without networking", benchNetwork},
 }
 
 // env is what every group gets: the daemon, its client and the floor.
@@ -221,7 +226,13 @@ func createQuiet(ctx context.Context, c *client.Client, name string) error {
 	return createSandboxReq(ctx, c, api.CreateSandboxRequest{Name: name, AutoCheckpoint: "24h"})
 }
 
+// createSandboxReq creates a sandbox; without networking unless req asks
+// for it, so that the other groups' figures stay comparable with the
+// runsc-by-hand floors (which have none).
 func createSandboxReq(ctx context.Context, c *client.Client, req api.CreateSandboxRequest) error {
+	if req.Network == nil {
+		req.Network = &api.NetworkChange{Mode: "none"}
+	}
 	op, err := c.CreateSandbox(ctx, req)
 	if err != nil {
 		return err

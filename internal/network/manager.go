@@ -50,8 +50,8 @@ type Manager struct {
 	blocked []netip.Prefix // refused unless allowed: DefaultBlocked and the uplink's networks
 
 	mu   sync.Mutex
-	nets map[string]*sandboxNet // by sandbox id
-	used map[int]string         // slot -> sandbox id
+	nets map[string]*sandboxNet // by container name
+	used map[int]string         // slot -> container name
 }
 
 // sandboxNet is one sandbox's network.
@@ -226,7 +226,7 @@ func validKey(key string) error {
 	return nil
 }
 
-// create makes sandbox id's network: namespaces, links, table, resolver.
+// create makes container id's network: namespaces, links, table, resolver.
 func (m *Manager) create(id string, policy egressPolicy) (n *sandboxNet, err error) {
 	slot, err := m.freeSlot()
 	if err != nil {
@@ -272,7 +272,7 @@ func (m *Manager) create(id string, policy egressPolicy) (n *sandboxNet, err err
 	return n, nil
 }
 
-// adopt takes over the network an earlier cairnd made for sandbox id:
+// adopt takes over the network an earlier cairnd made for container id:
 // its rules are written again (the addresses resolved so far kept) and
 // its resolver started again.
 func (m *Manager) adopt(id string, policy egressPolicy) (*sandboxNet, error) {
@@ -303,7 +303,7 @@ func (m *Manager) adopt(id string, policy egressPolicy) (*sandboxNet, error) {
 	if n.resolver, err = m.startResolver(n); err != nil {
 		return nil, err
 	}
-	slog.Info("network taken over from an earlier cairnd", "sandbox", id, "slot", slot)
+	slog.Info("network taken over from an earlier cairnd", "container", id, "slot", slot)
 	return n, nil
 }
 
@@ -336,7 +336,7 @@ func (m *Manager) slotOnDisk(slot int) bool {
 	return false
 }
 
-// Update changes the mode and rules of sandbox id's network at once, for
+// Update changes the mode and rules of container id's network at once, for
 // new connections; those open stay. A sandbox without a network (it is
 // not running, or runs in mode none) gets them at its next start.
 func (m *Manager) Update(id string, mode Mode, rules Rules) error {
@@ -361,14 +361,14 @@ func (m *Manager) Update(id string, mode Mode, rules Rules) error {
 	return nil
 }
 
-// Detach removes sandbox id's network, if it has one.
+// Detach removes container id's network, if it has one.
 func (m *Manager) Detach(id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.removeLocked(id)
 }
 
-// removeLocked removes everything of sandbox id's network there is: its
+// removeLocked removes everything of container id's network there is: its
 // resolver, host link (the rest of the links go with their namespaces),
 // namespaces and directory.
 func (m *Manager) removeLocked(id string) error {
@@ -391,7 +391,7 @@ func (m *Manager) removeLocked(id string) error {
 	}
 	errs = append(errs, nsfile.Remove(filepath.Join(dir, "sandbox")), nsfile.Remove(filepath.Join(dir, "router")))
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("remove network of %s: %w", id, err)
+		return fmt.Errorf("remove network of container %s: %w", id, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -421,9 +421,9 @@ func (m *Manager) Sweep(keep func(id string) bool) {
 			continue
 		}
 		if err := m.removeLocked(id); err != nil {
-			slog.Warn("sweep network", "sandbox", id, "err", err)
+			slog.Warn("sweep network", "container", id, "err", err)
 		} else {
-			slog.Info("removed a network left behind", "sandbox", id)
+			slog.Info("removed a network left behind", "container", id)
 		}
 	}
 	links, err := hostLinks(m.host.linkPrefix)
@@ -454,7 +454,7 @@ func (m *Manager) Close() {
 	}
 }
 
-// DialSandbox connects to TCP port inside the running sandbox id, from
+// DialSandbox connects to TCP port inside container id, from
 // its router namespace.
 func (m *Manager) DialSandbox(ctx context.Context, id string, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {

@@ -69,7 +69,21 @@ type Internet struct {
 // "hello from ADDR" and GET /bytes?n=N with N bytes.
 func New(t testing.TB) *Internet {
 	t.Helper()
-	lock, slot := takeSlot(t)
+	in, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatalf("test internet: %v", err)
+	}
+	t.Cleanup(in.Close)
+	return in
+}
+
+// Start makes a test internet whose namespace is bound in dir (for a
+// benchmark, which has no testing.TB); Close removes it.
+func Start(dir string) (*Internet, error) {
+	lock, slot, err := takeSlot()
+	if err != nil {
+		return nil, err
+	}
 	suffix := make([]byte, 2)
 	rand.Read(suffix)
 	testNet3, testNet2 := [3]byte{203, 0, 113}, [3]byte{198, 51, 100}
@@ -83,7 +97,7 @@ func New(t testing.TB) *Internet {
 		hostSide: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 127, byte(255 - slot), 1}), 30),
 		nsSide:   netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 127, byte(255 - slot), 2}), 30),
 		Uplink:   "ci" + hex.EncodeToString(suffix),
-		ns:       filepath.Join(t.TempDir(), "internet"),
+		ns:       filepath.Join(dir, "internet"),
 		hits:     map[netip.Addr]int{},
 	}
 	in.Upstream = netip.AddrPortFrom(in.DNS, 53).String()
@@ -91,24 +105,24 @@ func New(t testing.TB) *Internet {
 		"allowed.test.": in.Allowed, "www.allowed.test.": in.Allowed, "denied.test.": in.Denied, "other.test.": in.Other,
 	}
 	in.close = append(in.close, func() { lock.Close() })
-	t.Cleanup(in.Close)
 	if err := in.build(); err != nil {
-		t.Fatalf("test internet: %v", err)
+		in.Close()
+		return nil, err
 	}
-	return in
+	return in, nil
 }
 
-// takeSlot takes the first free slot (waiting for one, as long as the
-// test may), held by the returned file until it is closed.
-func takeSlot(t testing.TB) (*os.File, int) {
+// takeSlot takes the first free slot (waiting for one), held by the
+// returned file until it is closed.
+func takeSlot() (*os.File, int, error) {
 	for {
 		for slot := range slots {
 			f, err := os.OpenFile(fmt.Sprintf("/run/cairn-testnet.%d.lock", slot), os.O_CREATE|os.O_RDWR, 0o600)
 			if err != nil {
-				t.Fatal(err)
+				return nil, 0, err
 			}
 			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-				return f, slot
+				return f, slot, nil
 			}
 			f.Close()
 		}
