@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -278,7 +279,12 @@ func runPortForward(ctx context.Context, opts portForwardOptions, g *globalOptio
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Local)))
-	if err != nil {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return usageError{errdefs.New(api.CodeInvalidArgument, "local port %d is taken on this machine: give another with --local, or --local 0 for any free one", opts.Local)}
+	case errors.Is(err, syscall.EACCES):
+		return usageError{errdefs.New(api.CodeInvalidArgument, "local port %d is privileged (below 1024) and needs root here: give another with --local", opts.Local)}
+	case err != nil:
 		return err
 	}
 	defer ln.Close()

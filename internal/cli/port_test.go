@@ -256,3 +256,23 @@ func TestPortForward(t *testing.T) {
 		}
 	}
 }
+
+// A local port that is taken is refused with V02 and a hint, not a raw
+// listen error.
+func TestPortForwardLocalPortTaken(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes/web", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, api.Sandbox{Name: "web"})
+	})
+	sock := fakeDaemon(t, mux)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+	code, stdout, _ := runCLI(t, context.Background(), "--socket", sock, "--json", "port", "forward", "web", "5432", "--local", port)
+	if code != 2 || !strings.Contains(stdout, api.CodeInvalidArgument) || !strings.Contains(stdout, "taken") {
+		t.Fatalf("forward to a taken local port: exit %d, %s", code, stdout)
+	}
+}
