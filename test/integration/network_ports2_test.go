@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -131,9 +130,8 @@ func TestPortsWebSocketForwardAndRestores(t *testing.T) {
 	}
 	defer func() { fwd.Process.Kill(); fwd.Wait() }()
 	var where struct{ Local string }
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if err := json.Unmarshal([]byte(line), &where); err != nil || where.Local == "" {
-		t.Fatalf("port forward printed %q: %v", line, err)
+	if err := json.NewDecoder(stdout).Decode(&where); err != nil || where.Local == "" {
+		t.Fatalf("port forward printed %+v: %v", where, err)
 	}
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + where.Local + "/")
 	if err != nil {
