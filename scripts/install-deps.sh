@@ -3,8 +3,8 @@
 # btrfs-progs, busybox-static, debootstrap (Debian packages) and gVisor's
 # runsc built at a pinned version with CGO_ENABLED=0 (a cgo build fails at
 # sandbox start). Needs root. Usage: scripts/install-deps.sh [--test]
-# (--test adds what the tests and benchmarks need: staticcheck, versitygw
-# and restic).
+# (--test adds what the tests and benchmarks need: staticcheck, versitygw,
+# restic, and nftables/iproute2 for reading network state back).
 set -euo pipefail
 
 RUNSC_MODULE=gvisor.dev/gvisor/runsc
@@ -42,6 +42,15 @@ if [ "${1:-}" = "--test" ]; then
 		echo "install-deps: installing staticcheck $STATICCHECK_VERSION"
 		GOBIN=$BIN go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 	fi
-	command -v restic >/dev/null || { echo "install-deps: installing restic"; apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic >/dev/null; }
+	test_need=()
+	command -v restic >/dev/null || test_need+=(restic)
+	command -v nft >/dev/null || test_need+=(nftables)      # the network tests read rule sets back
+	command -v nsenter >/dev/null || test_need+=(util-linux)
+	command -v ip >/dev/null || test_need+=(iproute2)
+	if [ ${#test_need[@]} -gt 0 ]; then
+		echo "install-deps: installing ${test_need[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${test_need[@]}" >/dev/null
+	fi
 	{ [ -x "$BIN/versitygw" ] && go version -m "$BIN/versitygw" | grep -q "github.com/versity/versitygw[[:space:]]*v1.8.0"; } || { echo "install-deps: installing versitygw v1.8.0"; GOBIN=$BIN go install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
 fi
