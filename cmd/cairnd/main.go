@@ -46,6 +46,8 @@ func main() {
 	flag.BoolVar(&cfg.NetworkOff, "network-off", false, "no networking: every sandbox has loopback only, and one whose mode is egress does not start (N01)")
 	flag.StringVar(&cfg.ProxyListen, "proxy-listen", portproxy.DefaultListen, "TCP address of the port proxy, which forwards HTTP and WebSocket to published ports (see docs/ports.md)")
 	flag.StringVar(&cfg.ProxyDomain, "proxy-domain", portproxy.DefaultDomain, "domain of the port proxy: a published port is reached as PORT-NAME.DOMAIN (needs wildcard DNS to this host; *.localhost resolves here)")
+	flag.StringVar(&cfg.ProxyTLSCert, "proxy-tls-cert", "", "PEM certificate of the port proxy (for DOMAIN and *.DOMAIN); with --proxy-tls-key it serves HTTPS only, and reads both again when they change")
+	flag.StringVar(&cfg.ProxyTLSKey, "proxy-tls-key", "", "PEM private key of --proxy-tls-cert")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()

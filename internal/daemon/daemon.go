@@ -7,6 +7,7 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -92,6 +93,11 @@ type Config struct {
 	// http://PORT-NAME.DOMAIN:PORT/. See docs/ports.md.
 	ProxyListen string
 	ProxyDomain string
+	// ProxyTLSCert and ProxyTLSKey, both or neither, are the PEM files
+	// of the proxy's certificate (for *.ProxyDomain and ProxyDomain):
+	// with them it serves HTTPS only, read again when they change.
+	ProxyTLSCert string
+	ProxyTLSKey  string
 }
 
 // DefaultDiskSize is the disk size of a sandbox created without --disk,
@@ -124,6 +130,13 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
 	if os.Geteuid() != 0 {
 		return errors.New("cairnd must run as root (it mounts btrfs and runs gVisor)")
+	}
+	var keyPair *portproxy.KeyPair // checked before anything is made
+	if cfg.ProxyTLSCert != "" || cfg.ProxyTLSKey != "" {
+		var err error
+		if keyPair, err = portproxy.LoadKeyPair(cfg.ProxyTLSCert, cfg.ProxyTLSKey); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
@@ -239,7 +252,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// The proxy dials into a sandbox through the manager, which knows its
 	// running container's network.
-	ports, err := portproxy.New(portproxy.Config{Store: store, Dialer: mgr, Domain: cfg.ProxyDomain, Addr: proxyAddr})
+	ports, err := portproxy.New(portproxy.Config{Store: store, Dialer: mgr, Domain: cfg.ProxyDomain, Addr: proxyAddr, TLS: keyPair != nil})
 	if err != nil {
 		return err
 	}
@@ -275,12 +288,17 @@ func Run(ctx context.Context, cfg Config) error {
 	var proxySrv *http.Server
 	if proxyLn != nil {
 		proxySrv = portproxy.NewServer(ports.Proxy())
+		var l net.Listener = httpedge.Listen(proxyLn, portproxy.Limits())
+		scheme := "http"
+		if keyPair != nil {
+			l, scheme = tls.NewListener(l, keyPair.TLSConfig()), "https"
+		}
 		go func() {
-			if err := proxySrv.Serve(httpedge.Listen(proxyLn, portproxy.Limits())); !errors.Is(err, http.ErrServerClosed) {
+			if err := proxySrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				slog.Error("port proxy stopped", "err", err)
 			}
 		}()
-		slog.Info("port proxy ready", "address", proxyAddr, "domain", cfg.ProxyDomain)
+		slog.Info("port proxy ready", "address", proxyAddr, "domain", cfg.ProxyDomain, "scheme", scheme)
 	}
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
 

@@ -10,6 +10,7 @@
 package httpedge
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -130,6 +131,9 @@ func (l *listener) put() {
 // trackState tells a conn whether a request is in progress on it, from
 // the http.Server's ConnState hook.
 func trackState(nc net.Conn, st http.ConnState) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn() // a TLS listener over Listen's
+	}
 	if c, ok := nc.(*conn); ok {
 		c.setActive(st == http.StateActive)
 	}

@@ -3,8 +3,9 @@
 // credentials that open the private ones, and an HTTP proxy that forwards
 // requests, WebSocket connections included, to a port inside.
 //
-// The proxy (Proxy, an http.Handler cairnd serves on --proxy-listen)
-// finds its target in the request:
+// The proxy (Proxy, an http.Handler cairnd serves on --proxy-listen, by
+// HTTPS when it is given a certificate: KeyPair) finds its target in the
+// request:
 //
 //	http://8080-web.localhost:8800/app/      host form: PORT-NAME.DOMAIN
 //	http://localhost:8800/sandboxes/web/ports/8080/app/   path form
@@ -79,13 +80,17 @@ type Config struct {
 	Account string
 	// Credentials open private ports; default PortTokens over Store.
 	Credentials Credentials
+	// TLS says the proxy serves HTTPS (cairnd's --proxy-tls-cert): the
+	// URLs are https://, and 443 is the port they leave out.
+	TLS bool
 }
 
 // Service publishes ports and answers for them (server.Ports).
 type Service struct {
 	cfg    Config
 	tokens *PortTokens
-	port   string // of Addr; "" when it is 80
+	scheme string // http or https
+	port   string // of Addr; "" when it is the scheme's default
 }
 
 // New returns a service over cfg, or an error if cfg.Domain or cfg.Addr
@@ -112,16 +117,20 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Credentials == nil {
 		s.cfg.Credentials = s.tokens
 	}
-	if port != "80" {
-		s.port = ":" + port
+	s.scheme, s.port = "http", ":"+port
+	if cfg.TLS {
+		s.scheme = "https"
+	}
+	if (!cfg.TLS && port == "80") || (cfg.TLS && port == "443") {
+		s.port = ""
 	}
 	return s, nil
 }
 
 // URLs returns the URLs of port of sandbox name: by host name and by path.
 func (s *Service) URLs(name string, port int) (host, path string) {
-	return fmt.Sprintf("http://%d-%s.%s%s/", port, name, s.cfg.Domain, s.port),
-		fmt.Sprintf("http://%s%s%s/", s.cfg.Domain, s.port, pathPrefix(name, port))
+	return fmt.Sprintf("%s://%d-%s.%s%s/", s.scheme, port, name, s.cfg.Domain, s.port),
+		fmt.Sprintf("%s://%s%s%s/", s.scheme, s.cfg.Domain, s.port, pathPrefix(name, port))
 }
 
 // pathPrefix is the path form's prefix of port of sandbox name.

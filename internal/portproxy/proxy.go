@@ -81,10 +81,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(r.Host, r.URL.EscapedPath(), p.svc.cfg.Domain)
 	switch {
 	case errors.Is(err, errBadHost):
-		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "malformed Host header: use http://PORT-NAME."+p.svc.cfg.Domain+"/ or /sandboxes/NAME/ports/PORT/")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "malformed Host header: use "+p.svc.scheme+"://PORT-NAME."+p.svc.cfg.Domain+"/ or /sandboxes/NAME/ports/PORT/")
 		return
 	case err != nil:
-		writeError(w, http.StatusNotFound, api.CodeInvalidRequest, "not a port URL: use http://PORT-NAME."+p.svc.cfg.Domain+"/ or /sandboxes/NAME/ports/PORT/")
+		writeError(w, http.StatusNotFound, api.CodeInvalidRequest, "not a port URL: use "+p.svc.scheme+"://PORT-NAME."+p.svc.cfg.Domain+"/ or /sandboxes/NAME/ports/PORT/")
 		return
 	case t.bare:
 		u := *r.URL

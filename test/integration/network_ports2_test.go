@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/testenv/testcert"
 )
 
 var (
@@ -165,4 +169,67 @@ func TestPortsWebSocketForwardAndRestores(t *testing.T) {
 	d.mustCLI("delete", "copy")
 	d.mustCLI("delete", "web")
 	d.checkNoNetworkLeft()
+}
+
+// With a certificate, cairnd's proxy serves HTTPS: https:// URLs, the
+// page and a WebSocket (wss) reach the servers inside, and a private port
+// still needs its token. Given half a key pair, cairnd refuses to start.
+func TestPortsOverHTTPS(t *testing.T) {
+	pair := testcert.Write(t, t.TempDir(), "cairn proxy", "localhost", "*.localhost")
+	d := startDaemon(t, "--proxy-tls-cert", pair.CertFile, "--proxy-tls-key", pair.KeyFile)
+	d.create("web")
+	d.services(t, "web")
+	page := d.publishPort("web", "8080", "--public").URL
+	ws := d.publishPort("web", "8081").URL
+	if !strings.HasPrefix(page, "https://8080-web.localhost:") || !strings.HasPrefix(ws, "https://8081-web.localhost:") {
+		t.Fatalf("URLs %q %q, want https:// ones", page, ws)
+	}
+	u, _ := url.Parse(page)
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pair.Roots()},
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+u.Port())
+		},
+	}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 15 * time.Second}
+	resp, err := c.Get(page)
+	if err != nil {
+		t.Fatalf("GET %s: %v", page, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "page of web") {
+		t.Fatalf("GET %s: %s %q", page, resp.Status, body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	wss := strings.Replace(ws, "https://", "wss://", 1)
+	if _, resp, err := websocket.Dial(ctx, wss, &websocket.DialOptions{HTTPClient: c}); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a private wss without the token: %v %v", resp, err)
+	}
+	conn, _, err := websocket.Dial(ctx, wss, &websocket.DialOptions{HTTPClient: c,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + d.portToken()}}})
+	if err != nil {
+		t.Fatalf("wss with the token: %v", err)
+	}
+	defer conn.CloseNow()
+	if err := conn.Write(ctx, websocket.MessageText, []byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := conn.Read(ctx); err != nil || string(msg) != "web: ping" {
+		t.Fatalf("wss echo: %q %v", msg, err)
+	}
+
+	// Half a key pair: cairnd says so and makes nothing.
+	dir := t.TempDir()
+	out, err := exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", filepath.Join(dir, "data"),
+		"--socket", filepath.Join(dir, "s.sock"), "--proxy-tls-cert", pair.CertFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "both a certificate file and a key file") {
+		t.Fatalf("cairnd with a certificate and no key: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "pool.img")); err == nil {
+		t.Error("cairnd refused to start but made a pool")
+	}
 }
