@@ -39,6 +39,13 @@ type Runtime interface {
 	State(ctx context.Context, id string) (container.Status, int, error)
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+	// InDoubt reports a pause or resume that a crash of cairnd cut short
+	// between sending it and recording it: the container is paused or
+	// running whatever State says; to is the status it was making.
+	InDoubt(id string) (to container.Status, inDoubt bool)
+	// Settle records that the container is in fact status (Running or
+	// Paused) after InDoubt; State then says so.
+	Settle(ctx context.Context, id string, status container.Status) error
 	Kill(ctx context.Context, id string, sig syscall.Signal) error
 	WaitStopped(ctx context.Context, id string) error
 	// KillProcesses kills a container's processes at once and returns a

@@ -78,7 +78,14 @@ func (m *recovery) recoverOne(ctx context.Context, sb metadata.Sandbox, name str
 	if err != nil && !errors.Is(err, container.ErrNotExist) {
 		return err
 	}
-	if st == container.Paused {
+	to, inDoubt := m.cfg.Runtime.InDoubt(name)
+	inDoubt = inDoubt && (st == container.Paused || st == container.Running)
+	if inDoubt {
+		// Its state file cannot be trusted: whether it runs is for its
+		// cairn-init to show (checkAdopted).
+		slog.Warn("recover: a pause or resume of the sandbox was cut short by the crash; waiting for its cairn-init to tell whether it runs", "sandbox", sb.Name, "was_making", to)
+		st = container.Running
+	} else if st == container.Paused {
 		slog.Warn("recover: resuming sandbox left paused", "sandbox", sb.Name)
 		if err := m.cfg.Runtime.Resume(ctx, name); err != nil {
 			return err
@@ -88,7 +95,7 @@ func (m *recovery) recoverOne(ctx context.Context, sb metadata.Sandbox, name str
 	after, interrupted := m.interrupted[sb.ID]
 	switch {
 	case st == container.Running && !(interrupted && name == after.retired):
-		return m.adopt(ctx, sb, name, pid)
+		return m.adopt(ctx, sb, name, pid, inDoubt)
 	case interrupted:
 		// Stopped by the operation a crash cut short, not dead.
 		logErr("recover: delete stopped container", m.cfg.Runtime.Delete(ctx, name), "sandbox", sb.Name)
@@ -128,7 +135,8 @@ func (m *recovery) foundDead(ctx context.Context, sb metadata.Sandbox, reason st
 
 // adopt takes over a running container: the agent socket is opened again
 // (cairn-init re-dials it within a second) and the row says running.
-func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, pid int) error {
+// inDoubt: a pause or resume of it was cut short (Runtime.InDoubt).
+func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, pid int, inDoubt bool) error {
 	// What it browses is published again: a crash may have come between a
 	// checkpoint's row and the refresh of the view.
 	if err := m.cfg.Disks.Publish(ctx, sb); err != nil {
@@ -154,7 +162,7 @@ func (m *recovery) adopt(ctx context.Context, sb metadata.Sandbox, name string, 
 		}
 	}
 	slog.Info("recover: adopted running sandbox", "sandbox", sb.Name, "id", sb.ID, "container", name)
-	go m.checkAdopted(sb, inst)
+	go m.checkAdopted(sb, inst, inDoubt)
 	return nil
 }
 
@@ -176,19 +184,42 @@ const adoptPoll = 300 * time.Millisecond
 // while the sandbox saved a memory image, and the save, which ends as it
 // began (paused), finished after the resume. While it waits, it resumes a
 // sandbox it finds paused.
-func (m *recovery) checkAdopted(sb metadata.Sandbox, inst *instance) {
+//
+// inDoubt: a pause or resume was cut short, and the state file may say
+// paused of a running sandbox or the other way round. A cairn-init that
+// dials back shows it runs; one silent for adoptWait, that it is paused:
+// the state file is settled so, and the sandbox resumed and given
+// adoptWait again. (Resuming by the file alone could never wake the first,
+// and would panic the sentry of the second.)
+func (m *recovery) checkAdopted(sb metadata.Sandbox, inst *instance, inDoubt bool) {
 	deadline := time.Now().Add(adoptWait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), adoptPoll)
 		err := inst.agent.WaitConnected(ctx)
 		cancel()
-		if err == nil || m.cfg.Instances.get(sb.ID) != inst {
-			return // it answers, or something else replaced it meanwhile
+		if m.cfg.Instances.get(sb.ID) != inst {
+			return // something else replaced it meanwhile
+		}
+		if err == nil {
+			if inDoubt {
+				m.settle(sb, inst, container.Running)
+			}
+			return // it answers
 		}
 		if time.Now().After(deadline) {
-			break
+			if !inDoubt {
+				break
+			}
+			inDoubt = false
+			if !m.settle(sb, inst, container.Paused) {
+				return
+			}
+			deadline = time.Now().Add(adoptWait)
+			continue
 		}
-		m.resumeIfPaused(sb, inst)
+		if !inDoubt {
+			m.resumeIfPaused(sb, inst)
+		}
 	}
 	l, err := m.ex.exclusive(context.Background(), sb, api.StateStarting)
 	if err != nil {
@@ -235,6 +266,41 @@ func (m *recovery) restartInBackground(sb metadata.Sandbox) {
 // (see recovery.recover). Call it once, before serving requests.
 func (m *Manager) Recover(ctx context.Context) error {
 	return (&recovery{cfg: m.cfg, ex: m.ex, run: m.run, interrupted: map[string]afterInterrupt{}}).recover(ctx)
+}
+
+// settle records, under the sandbox's lease, that its container whose
+// pause or resume was in doubt is in fact status, and resumes it if that
+// is paused; while the lease is held, it waits. It reports false if the
+// container is no longer the sandbox's.
+func (m *recovery) settle(sb metadata.Sandbox, inst *instance, status container.Status) bool {
+	ctx := context.Background()
+	var l *lease.Lease
+	for {
+		var err error
+		if l, err = m.cfg.Leases.Acquire(ctx, sandboxResource(sb.ID), lease.Options{Exclusive: true, Purpose: api.StateStarting}); err == nil {
+			break
+		}
+		// Held: an operation began meanwhile. Its pauses and resumes
+		// are refused until this is settled (runsc.ErrInDoubt), so it
+		// ends soon; settle after it.
+		if m.cfg.Instances.get(sb.ID) != inst {
+			return false
+		}
+		time.Sleep(adoptPoll)
+	}
+	defer m.ex.release(l)
+	if m.cfg.Instances.get(sb.ID) != inst {
+		return false
+	}
+	if err := m.cfg.Runtime.Settle(ctx, inst.container, status); err != nil {
+		logErr("recover: record whether the sandbox runs", err, "sandbox", sb.Name)
+		return true
+	}
+	slog.Info("recover: the cut-short pause or resume is settled", "sandbox", sb.Name, "status", status)
+	if status == container.Paused {
+		logErr("recover: resume", m.cfg.Runtime.Resume(ctx, inst.container), "sandbox", sb.Name)
+	}
+	return true
 }
 
 // resumeIfPaused resumes an adopted sandbox found paused, under its lease:

@@ -138,6 +138,9 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 		return err
 	}
 	defer c.release()
+	if to, in := r.InDoubt(id); in {
+		return fmt.Errorf("runsc %s: %w: container %q (a change to %s was cut short)", t.verb, ErrInDoubt, id, to)
+	}
 	if c.Status != t.from {
 		return fmt.Errorf("runsc %s: %w: container %q is %s", t.verb, ErrWrongState, id, c.Status)
 	}
@@ -146,6 +149,13 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 		return fallback("state file %s: %w", c.path, err)
 	}
 
+	// Until the new status is recorded, a crash leaves it in doubt
+	// (indoubt.go).
+	clear, err := r.markTransition(id, t.to)
+	if err != nil {
+		return fallback("record the change in flight: %w", err)
+	}
+	defer clear()
 	sockets := []string{c.Sandbox.ControlSocketPath, filepath.Join(r.stateRoot, "runsc-"+id+".sock")}
 	err = call(ctx, sockets, t.method)
 	var unknown *unknownOutcomeError
