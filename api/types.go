@@ -31,6 +31,35 @@ type SandboxEvent struct {
 	At   time.Time `json:"at"`
 }
 
+// SandboxActivity is one entry of a sandbox's event stream
+// (GET /v1/sandboxes/{name}/events, `cairn events`): what happened to it,
+// in order. The stream is of cairnd's current run.
+type SandboxActivity struct {
+	// Seq orders the events of one cairnd run (from 1, across sandboxes);
+	// ?since=SEQ asks for those after it.
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	Sandbox string    `json:"sandbox"` // its id
+	Type    string    `json:"type"`    // one of the Activity constants
+	// State is the new state, of a state event.
+	State string `json:"state,omitempty"`
+	// What says more: a crash's reason, the process an OOM kill ended,
+	// a checkpoint's trigger, a new sandbox's image.
+	What string `json:"what,omitempty"`
+	// Checkpoint is a checkpoint event's id in the sandbox ("v3").
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// SandboxActivity types.
+const (
+	ActivityCreated    = "created"
+	ActivityState      = "state"      // its state changed (State)
+	ActivityCrashed    = "crashed"    // it died; What says how
+	ActivityOOMKill    = "oom_kill"   // its memory limit killed a process inside
+	ActivityCheckpoint = "checkpoint" // a checkpoint was taken
+	ActivityDeleted    = "deleted"    // the last event of its stream
+)
+
 // Sandbox is an isolated Linux environment: an image, a writable layer and
 // processes.
 type Sandbox struct {

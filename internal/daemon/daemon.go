@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/activity"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
@@ -166,11 +167,15 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("storage pool: %w", err)
 	}
 	slog.Info("pool space kept for sandboxes and checkpoints", "limit", limit)
-	store, err := sqlite.Open(filepath.Join(cfg.DataDir, "cairn.db"), time.Now)
+	db, err := sqlite.Open(filepath.Join(cfg.DataDir, "cairn.db"), time.Now)
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
 	}
-	defer store.Close()
+	defer db.Close()
+	// Every change of a sandbox's row that users follow (state, crash,
+	// OOM kill, checkpoint) goes to its event stream too.
+	hub := activity.NewHub(time.Now)
+	store := activity.Recording(db, hub)
 	acct, err := store.EnsureAccount(ctx, metadata.DefaultAccount)
 	if err != nil {
 		return err
@@ -258,7 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
-		Images: images, Operations: ops, Ports: ports,
+		Images: images, Operations: ops, Ports: ports, Activity: hub,
 	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

@@ -217,4 +217,5 @@ type Deps struct {
 	Operations  Operations
 	Scope       SandboxScope
 	Ports       Ports
+	Activity    Activity
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/activity"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
@@ -27,6 +28,7 @@ type call struct {
 // real operation.Registry, emitting the events of work.
 type fake struct {
 	ops *operation.Registry
+	hub *activity.Hub // the sandboxes' event streams; Get's sandboxes have id ""
 
 	mu    sync.Mutex
 	calls []call
@@ -61,14 +63,14 @@ var (
 )
 
 func newFake(t *testing.T) *fake {
-	return &fake{ops: operation.NewRegistry(t.Context(), time.Now), whoAccount: "acct-x", whoName: "inside"}
+	return &fake{ops: operation.NewRegistry(t.Context(), time.Now), hub: activity.NewHub(nil), whoAccount: "acct-x", whoName: "inside"}
 }
 
 // server returns a Server over f.
 func (f *fake) server() *Server {
 	return New(Deps{
 		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f,
-		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f,
+		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub,
 	}, api.ServerInfo{Version: "test"})
 }
 

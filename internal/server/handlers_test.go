@@ -95,6 +95,8 @@ var routeCases = []routeCase{
 		want: &call{"Restart", def, []any{"web"}}},
 	{method: "POST", pattern: "/v1/sandboxes/{name}/exec", path: "/v1/sandboxes/web/exec", body: `{"command":["ls","-l"],"detach":true}`, status: 200,
 		want: &call{"Exec", def, []any{"web", api.ExecRequest{Command: []string{"ls", "-l"}, Detach: true}}}, bodyHas: `{"pid":42}`},
+	{method: "GET", pattern: "/v1/sandboxes/{name}/events", path: "/v1/sandboxes/web/events?since=0", status: 200,
+		want: &call{"Get", def, []any{"web"}}},
 	{method: "GET", pattern: "/v1/sandboxes/{name}/services", path: "/v1/sandboxes/web/services", status: 200,
 		want: &call{"Services", def, []any{"web"}}, bodyHas: "[]"},
 	{method: "GET", pattern: "/v1/sandboxes/{name}/services/{service}/logs", path: "/v1/sandboxes/web/services/api/logs?tail_bytes=100", status: 200,

@@ -22,6 +22,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{name}/stop", (*Server).stopSandbox},
 	{"POST", "/v1/sandboxes/{name}/restart", (*Server).restartSandbox},
 	{"POST", "/v1/sandboxes/{name}/exec", (*Server).execSandbox},
+	{"GET", "/v1/sandboxes/{name}/events", (*Server).sandboxEvents},
 	{"GET", "/v1/sandboxes/{name}/services", (*Server).listServices},
 	{"GET", "/v1/sandboxes/{name}/services/{service}/logs", (*Server).serviceLogs},
 	{"POST", "/v1/sandboxes/{name}/checkpoint", (*Server).createCheckpoint},

@@ -32,6 +32,7 @@ type Server struct {
 	ops         Operations
 	scope       SandboxScope
 	ports       Ports
+	activity    Activity
 	info        api.ServerInfo
 	mux         *http.ServeMux
 	// insideOps is which sandbox started each operation through its
@@ -45,7 +46,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 	s := &Server{
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, accounts: d.Accounts, images: d.Images,
-		ops: d.Operations, scope: d.Scope, ports: d.Ports, info: info,
+		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
 	}
 	s.mux = newMux(s, routes)
 	return s

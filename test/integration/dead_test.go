@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,6 +106,32 @@ func TestMemoryLimitKillsTheProcessNotTheSandbox(t *testing.T) {
 	if log := d.logText(); !strings.Contains(log, "out of memory") {
 		t.Fatalf("cairnd's log does not mention the OOM kill:\n%s", log)
 	}
+	// And its event stream, which still says it runs.
+	evs := d.events("small")
+	last := evs[len(evs)-1]
+	if last.Type != api.ActivityOOMKill || !strings.Contains(last.What, "(awk)") {
+		t.Fatalf("last event %+v, want the OOM kill of awk; all: %+v", last, evs)
+	}
+	if out := d.mustCLI("events", "small"); !strings.Contains(out, "oom_kill") || !strings.Contains(out, "(awk)") {
+		t.Fatalf("cairn events does not show the OOM kill:\n%s", out)
+	}
+}
+
+// events returns the sandbox's event stream as `cairn events --json` prints it.
+func (d *daemon) events(name string) []api.SandboxActivity {
+	d.t.Helper()
+	var evs []api.SandboxActivity
+	for _, line := range strings.Split(strings.TrimSpace(d.mustCLI("--json", "events", name)), "\n") {
+		var ev api.SandboxActivity
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			d.t.Fatalf("events of %s: %q: %v", name, line, err)
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) == 0 {
+		d.t.Fatalf("no events of %s", name)
+	}
+	return evs
 }
 
 // A sandbox whose runsc-sandbox process is killed is crashed at once,
@@ -118,6 +145,25 @@ func TestKilledSandboxRestartsFromItsDisk(t *testing.T) {
 	if before.Restart != api.RestartOnFailure {
 		t.Fatalf("default restart policy %q, want on-failure", before.Restart)
 	}
+	// Someone follows its events from before the kill.
+	follow := exec.Command(filepath.Join(binDir, "cairn"), "--socket", d.socket, "--json", "events", "phoenix", "--follow")
+	stdout, _ := follow.StdoutPipe()
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { follow.Process.Kill(); follow.Wait() }()
+	followed := make(chan api.SandboxActivity, 100)
+	go func() {
+		dec := json.NewDecoder(stdout)
+		for {
+			var ev api.SandboxActivity
+			if dec.Decode(&ev) != nil {
+				close(followed)
+				return
+			}
+			followed <- ev
+		}
+	}()
 	killSandboxProcess(t, before)
 	crashed := d.waitState("phoenix", api.StateCrashed, 2*time.Second)
 	if crashed.LastCrash == nil || !strings.Contains(crashed.LastCrash.What, "runsc-sandbox") {
@@ -132,6 +178,24 @@ func TestKilledSandboxRestartsFromItsDisk(t *testing.T) {
 	}
 	if back.LastCrash == nil {
 		t.Fatalf("the last crash is gone after the restart: %+v", back)
+	}
+	// The follower saw the crash, with its reason, then the sandbox run
+	// again, as they happened.
+	var seen []string
+	deadline := time.After(10 * time.Second)
+	for !strings.Contains(strings.Join(seen, " "), "crashed state:crashed state:running") {
+		select {
+		case ev, ok := <-followed:
+			if !ok {
+				t.Fatalf("the follow ended; saw %v", seen)
+			}
+			if ev.Type == api.ActivityCrashed && !strings.Contains(ev.What, "runsc-sandbox") {
+				t.Errorf("crash event without its reason: %+v", ev)
+			}
+			seen = append(seen, ev.Type+map[bool]string{true: ":" + ev.State}[ev.State != ""])
+		case <-deadline:
+			t.Fatalf("followed events %v, want the crash, then running", seen)
+		}
 	}
 }
 

@@ -1,0 +1,43 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// SandboxEvents calls fn with the events of sandbox name kept after
+// sequence number since, oldest first; with follow it goes on with each
+// new one until ctx ends, fn fails (its error is returned) or the sandbox
+// is deleted (its last event is api.ActivityDeleted).
+func (c *Client) SandboxEvents(ctx context.Context, name string, since int64, follow bool, fn func(api.SandboxActivity) error) error {
+	path := fmt.Sprintf("/v1/sandboxes/%s/events?since=%d&follow=%t", url.PathEscape(name), since, follow)
+	resp, err := c.send(ctx, "GET", path, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev api.SandboxActivity
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("events of %s: bad event: %w", name, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("events of %s: %w", name, err)
+	}
+	return ctx.Err()
+}

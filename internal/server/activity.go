@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+)
+
+// Activity is the sandboxes' event streams (package activity's Hub), by
+// sandbox id.
+type Activity interface {
+	// Since returns the events of sandbox id kept after sequence number
+	// seq, oldest first.
+	Since(id string, seq int64) ([]api.SandboxActivity, <-chan struct{})
+	// Follow calls fn with the events after seq and each new one, until
+	// ctx ends, fn fails or the sandbox's deleted event was passed.
+	Follow(ctx context.Context, id string, seq int64, fn func(api.SandboxActivity) error) error
+}
+
+// sandboxEvents answers a sandbox's event stream as NDJSON, one
+// api.SandboxActivity a line: those kept after ?since=SEQ (default: all
+// kept), and with ?follow=true each new one as it comes, until the client
+// goes or the sandbox is deleted.
+func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var since int64
+	if v := q.Get("since"); v != "" {
+		n, err := bounds.ParseInt("since", v, 0, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		since = n
+	}
+	follow := false
+	switch q.Get("follow") {
+	case "", "false":
+	case "true":
+		follow = true
+	default:
+		return errdefs.New(api.CodeInvalidArgument, "invalid follow %q: want true or false", q.Get("follow"))
+	}
+	sb, err := s.views.Get(r.Context(), s.account(r), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", ndjson)
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	send := func(ev api.SandboxActivity) error {
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	if !follow {
+		evs, _ := s.activity.Since(sb.ID, since)
+		for _, ev := range evs {
+			if send(ev) != nil {
+				break
+			}
+		}
+		return nil
+	}
+	// Once the header is sent, an error can only end the stream early.
+	s.activity.Follow(r.Context(), sb.ID, since, send)
+	return nil
+}
