@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +15,8 @@ import (
 // SandboxEvents calls fn with the events of sandbox name kept after
 // sequence number since, oldest first; with follow it goes on with each
 // new one until ctx ends, fn fails (its error is returned) or the sandbox
-// is deleted (its last event is api.ActivityDeleted).
+// is deleted (its last event is api.ActivityDeleted); a follow that ends
+// otherwise (cairnd stopped) is an error.
 func (c *Client) SandboxEvents(ctx context.Context, name string, since int64, follow bool, fn func(api.SandboxActivity) error) error {
 	path := fmt.Sprintf("/v1/sandboxes/%s/events?since=%d&follow=%t", url.PathEscape(name), since, follow)
 	resp, err := c.send(ctx, "GET", path, nil, nil)
@@ -24,7 +26,11 @@ func (c *Client) SandboxEvents(ctx context.Context, name string, since int64, fo
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	deleted := false
 	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue // a follow's keepalive
+		}
 		var ev api.SandboxActivity
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("events of %s: bad event: %w", name, err)
@@ -32,6 +38,7 @@ func (c *Client) SandboxEvents(ctx context.Context, name string, since int64, fo
 		if err := fn(ev); err != nil {
 			return err
 		}
+		deleted = deleted || ev.Type == api.ActivityDeleted
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		if ctx.Err() != nil {
@@ -39,5 +46,11 @@ func (c *Client) SandboxEvents(ctx context.Context, name string, since int64, fo
 		}
 		return fmt.Errorf("events of %s: %w", name, err)
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if follow && !deleted {
+		return fmt.Errorf("events of %s: the stream ended before the sandbox did (cairnd stopped?)", name)
+	}
+	return nil
 }

@@ -4,7 +4,8 @@
 # runsc built at a pinned version with CGO_ENABLED=0 (a cgo build fails at
 # sandbox start). Needs root. Usage: scripts/install-deps.sh [--test]
 # (--test adds what the tests and benchmarks need: staticcheck, versitygw,
-# restic, and nftables/iproute2 for reading network state back).
+# restic, and nftables, iproute2 and util-linux's nsenter for reading
+# network state back).
 set -euo pipefail
 
 RUNSC_MODULE=gvisor.dev/gvisor/runsc

@@ -8,9 +8,10 @@
 // every change of those rows, whichever part of cairnd makes it, becomes
 // an event once the store has it: nothing has to remember to report.
 //
-// The stream is of this cairnd's run: a restart starts it again (from
-// sequence number 1). What must outlive a restart is in the sandbox's row
-// already (its state, the last crash and its reason, the last OOM kill).
+// The stream is of this cairnd's run: a restart starts it again empty
+// (its sequence numbers go on growing). What must outlive a restart is in
+// the sandbox's row already (its state, the last crash and its reason,
+// the last OOM kill).
 package activity
 
 import (
@@ -41,11 +42,14 @@ type stream struct {
 }
 
 // NewHub returns an empty hub; now stamps events (time.Now if nil).
+// Sequence numbers start past the start time in microseconds, so that
+// they keep growing across restarts of cairnd: a follower that comes back
+// with ?since=SEQ after one gets the new run's events, not nothing.
 func NewHub(now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, streams: map[string]*stream{}}
+	return &Hub{now: now, seq: now().UnixMicro(), streams: map[string]*stream{}}
 }
 
 func (h *Hub) streamLocked(id string) *stream {

@@ -2,6 +2,7 @@ package activity
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -16,12 +17,27 @@ func Recording(store metadata.Store, hub *Hub) metadata.Store {
 	return &recording{Store: store, hub: hub}
 }
 
+var _ metadata.Store = (*recording)(nil)
+
 type recording struct {
 	metadata.Store
 	hub *Hub
+	// locks holds a *sync.Mutex per sandbox id, held across a change
+	// and its publication: two changes of one sandbox are published in
+	// the order the store made them.
+	locks sync.Map
+}
+
+// lock serializes the recorded changes of sandbox id; call the returned
+// function to release.
+func (r *recording) lock(id string) func() {
+	mu, _ := r.locks.LoadOrStore(id, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 func (r *recording) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
+	defer r.lock(sb.ID)()
 	if err := r.Store.CreateSandbox(ctx, sb); err != nil {
 		return err
 	}
@@ -33,6 +49,7 @@ func (r *recording) CreateSandbox(ctx context.Context, sb metadata.Sandbox) erro
 }
 
 func (r *recording) SetSandboxState(ctx context.Context, id string, st metadata.SandboxState) error {
+	defer r.lock(id)()
 	if err := r.Store.SetSandboxState(ctx, id, st); err != nil {
 		return err
 	}
@@ -41,6 +58,7 @@ func (r *recording) SetSandboxState(ctx context.Context, id string, st metadata.
 }
 
 func (r *recording) SetSandboxCrashed(ctx context.Context, id, reason string, at time.Time) error {
+	defer r.lock(id)()
 	if err := r.Store.SetSandboxCrashed(ctx, id, reason, at); err != nil {
 		return err
 	}
@@ -50,6 +68,7 @@ func (r *recording) SetSandboxCrashed(ctx context.Context, id, reason string, at
 }
 
 func (r *recording) SetLastOOMKill(ctx context.Context, id, process string, at time.Time) error {
+	defer r.lock(id)()
 	if err := r.Store.SetLastOOMKill(ctx, id, process, at); err != nil {
 		return err
 	}
@@ -58,6 +77,7 @@ func (r *recording) SetLastOOMKill(ctx context.Context, id, process string, at t
 }
 
 func (r *recording) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (metadata.Checkpoint, error) {
+	defer r.lock(ck.SandboxID)()
 	ck, err := r.Store.CreateCheckpoint(ctx, ck)
 	if err != nil {
 		return ck, err
@@ -71,10 +91,12 @@ func (r *recording) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint
 }
 
 func (r *recording) DeleteSandbox(ctx context.Context, id string) error {
+	defer r.lock(id)()
 	if err := r.Store.DeleteSandbox(ctx, id); err != nil {
 		return err
 	}
 	r.hub.Publish(api.SandboxActivity{Sandbox: id, Type: api.ActivityDeleted})
 	r.hub.Forget(id)
+	r.locks.Delete(id)
 	return nil
 }

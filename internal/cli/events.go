@@ -18,15 +18,18 @@ func newEventsCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events NAME [--follow] [--since SEQ]",
 		Short: "Show what happened to a sandbox: state changes, crashes, OOM kills, checkpoints",
-		Long: `Show a sandbox's events, oldest first: its state changes (starting,
-running, stopped, crashed), crashes with their reason, processes its memory
-limit killed, checkpoints taken. cairnd keeps the last 256 of each sandbox
-while it runs; a restart of cairnd starts the stream again (what must last,
-the last crash and the last OOM kill, is in cairn info).
+		Long: `Show a sandbox's events, oldest first: its state changes (running,
+stopped, crashed), crashes with their reason, processes its memory limit
+killed, checkpoints taken, its creation and deletion. cairnd keeps the last
+256 of each sandbox while it runs; a restart of cairnd starts the stream
+again, empty (what must last, the last crash and the last OOM kill, is in
+cairn info).
 
 --follow goes on with each new event as it comes, until ^C or the sandbox
-is deleted. --since SEQ shows only the events after sequence number SEQ
-(the first column). --json prints one JSON object a line.`,
+is deleted (and fails if cairnd stops). --since SEQ shows only the events
+after sequence number SEQ (the first column; they keep growing across
+restarts of cairnd). --json prints one JSON object a line (NDJSON, as the
+API streams them).`,
 		Example: "  cairn events web\n  cairn events web --follow\n  cairn events web --since 42 --json",
 		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,7 +45,7 @@ is deleted. --since SEQ shows only the events after sequence number SEQ
 					_, err = g.stdout.Write(safeJSON(append(bytes.TrimSpace(b), '\n')))
 					return err
 				}
-				g.printf("%-6d %s  %-10s %s\n", ev.Seq, ev.Time.Local().Format("2006-01-02 15:04:05"), ev.Type, describeActivity(ev))
+				g.printf("%d  %s  %-10s %s\n", ev.Seq, ev.Time.Local().Format("2006-01-02 15:04:05"), ev.Type, describeActivity(ev))
 				return nil
 			})
 			if follow && errors.Is(err, context.Canceled) {

@@ -25,6 +25,7 @@ WebSocket, at two URLs (see docs/ports.md):
   http://PORT-NAME.DOMAIN:PROXYPORT/                 by host name
   http://DOMAIN:PROXYPORT/sandboxes/NAME/ports/PORT/  by path, without wildcard DNS
 
+(https:// and wss:// when cairnd has a certificate: --proxy-tls-cert.)
 A private port (the default) needs the account's port token ("cairn port
 token"); a public one is open to anyone who reaches the proxy. "cairn port
 forward" carries raw TCP to this machine instead, for any port.`,

@@ -288,6 +288,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	lim := httpedge.Host("api socket")
 	httpSrv := httpedge.NewServer(srv, lim)
+	httpSrv.RegisterOnShutdown(srv.StopFollowers)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(httpedge.Listen(ln, lim)) }()
 	var proxySrv *http.Server

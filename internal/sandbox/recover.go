@@ -211,11 +211,16 @@ func (m *recovery) checkAdopted(sb metadata.Sandbox, inst *instance, inDoubt boo
 				break
 			}
 			inDoubt = false
-			if !m.settle(sb, inst, container.Paused) {
+			slog.Warn("recover: the sandbox whose pause or resume was cut short is silent: taking it as paused", "sandbox", sb.Name)
+			outcome := m.settle(sb, inst, container.Paused)
+			if outcome == settleGone {
 				return
 			}
-			deadline = time.Now().Add(adoptWait)
-			continue
+			if outcome == settled {
+				deadline = time.Now().Add(adoptWait)
+				continue
+			}
+			break // its state file cannot be set: start it again
 		}
 		if !inDoubt {
 			m.resumeIfPaused(sb, inst)
@@ -268,11 +273,19 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return (&recovery{cfg: m.cfg, ex: m.ex, run: m.run, interrupted: map[string]afterInterrupt{}}).recover(ctx)
 }
 
+// settleOutcome is what settle did.
+type settleOutcome int
+
+const (
+	settled      settleOutcome = iota
+	settleGone                 // the container is no longer the sandbox's
+	settleFailed               // the state file could not be set
+)
+
 // settle records, under the sandbox's lease, that its container whose
 // pause or resume was in doubt is in fact status, and resumes it if that
-// is paused; while the lease is held, it waits. It reports false if the
-// container is no longer the sandbox's.
-func (m *recovery) settle(sb metadata.Sandbox, inst *instance, status container.Status) bool {
+// is paused; while the lease is held, it waits.
+func (m *recovery) settle(sb metadata.Sandbox, inst *instance, status container.Status) settleOutcome {
 	ctx := context.Background()
 	var l *lease.Lease
 	for {
@@ -284,23 +297,30 @@ func (m *recovery) settle(sb metadata.Sandbox, inst *instance, status container.
 		// are refused until this is settled (runsc.ErrInDoubt), so it
 		// ends soon; settle after it.
 		if m.cfg.Instances.get(sb.ID) != inst {
-			return false
+			return settleGone
 		}
 		time.Sleep(adoptPoll)
 	}
 	defer m.ex.release(l)
 	if m.cfg.Instances.get(sb.ID) != inst {
-		return false
+		return settleGone
 	}
-	if err := m.cfg.Runtime.Settle(ctx, inst.container, status); err != nil {
+	var err error
+	for try := range 3 {
+		if err = m.cfg.Runtime.Settle(ctx, inst.container, status); err == nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+	}
+	if err != nil {
 		logErr("recover: record whether the sandbox runs", err, "sandbox", sb.Name)
-		return true
+		return settleFailed
 	}
 	slog.Info("recover: the cut-short pause or resume is settled", "sandbox", sb.Name, "status", status)
 	if status == container.Paused {
 		logErr("recover: resume", m.cfg.Runtime.Resume(ctx, inst.container), "sandbox", sb.Name)
 	}
-	return true
+	return settled
 }
 
 // resumeIfPaused resumes an adopted sandbox found paused, under its lease:

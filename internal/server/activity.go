@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/bounds"
@@ -24,8 +26,9 @@ type Activity interface {
 
 // sandboxEvents answers a sandbox's event stream as NDJSON, one
 // api.SandboxActivity a line: those kept after ?since=SEQ (default: all
-// kept), and with ?follow=true each new one as it comes, until the client
-// goes or the sandbox is deleted.
+// kept), and with ?follow=true each new one as it comes, with a blank line
+// now and then while nothing happens, until the client goes, cairnd stops
+// or the sandbox is deleted.
 func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var since int64
@@ -70,7 +73,50 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	}
+	// A follower waits for events that may never come: a blank line
+	// every keepaliveEvery finds a client that went (its write fails),
+	// and cairnd's shutdown ends every follow at once.
+	ctx, cancel := context.WithCancel(r.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: nothing writes once this returns
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
+	var mu sync.Mutex
+	locked := func(ev api.SandboxActivity) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return send(ev)
+	}
+	wg.Go(func() {
+		t := time.NewTicker(keepaliveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			_, err := w.Write([]byte("\n"))
+			if err == nil && flusher != nil {
+				flusher.Flush()
+			}
+			mu.Unlock()
+			if err != nil {
+				cancel()
+				return
+			}
+		}
+	})
 	// Once the header is sent, an error can only end the stream early.
-	s.activity.Follow(r.Context(), sb.ID, since, send)
+	s.activity.Follow(ctx, sb.ID, since, locked)
 	return nil
 }
+
+// keepaliveEvery is how often a followed event stream that has nothing
+// to say sends a blank line.
+var keepaliveEvery = 15 * time.Second
+
+// StopFollowers ends every followed event stream; for the HTTP server's
+// RegisterOnShutdown, so that a shutdown does not wait for them.
+func (s *Server) StopFollowers() { s.stopFollowers() }

@@ -3,11 +3,13 @@ package server
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -32,9 +34,10 @@ func TestSandboxEvents(t *testing.T) {
 	defer srv.Close()
 	f.hub.Publish(api.SandboxActivity{Type: api.ActivityState, State: "running"})
 	f.hub.Publish(api.SandboxActivity{Type: api.ActivityOOMKill, What: "pid 7 (awk)"})
+	kept, _ := f.hub.Since("", 0)
 
 	// What is kept, after ?since.
-	resp := request(t, srv, "GET", "/v1/sandboxes/web/events?since=1", "")
+	resp := request(t, srv, "GET", fmt.Sprintf("/v1/sandboxes/web/events?since=%d", kept[0].Seq), "")
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ndjson || strings.Count(string(body), "\n") != 1 || !strings.Contains(string(body), `"oom_kill"`) {
 		t.Fatalf("since=1: %s %q", resp.Status, body)
@@ -70,7 +73,7 @@ func TestSandboxEvents(t *testing.T) {
 	}
 	readActivity(t, br)
 	f.hub.Publish(api.SandboxActivity{Type: api.ActivityCheckpoint, Checkpoint: "v0"})
-	if ev := readActivity(t, br); ev.Checkpoint != "v0" || ev.Seq != 3 {
+	if ev := readActivity(t, br); ev.Checkpoint != "v0" || ev.Seq != kept[1].Seq+1 {
 		t.Fatalf("new: %+v", ev)
 	}
 	f.hub.Publish(api.SandboxActivity{Type: api.ActivityDeleted})
@@ -88,4 +91,34 @@ func answerCode(t *testing.T, resp *http.Response) string {
 	var eb api.ErrorBody
 	json.NewDecoder(resp.Body).Decode(&eb)
 	return eb.Error.Code
+}
+
+// A follow with nothing to say sends blank lines (so a client that went
+// is found), and StopFollowers (cairnd's shutdown) ends it at once.
+func TestSandboxEventsKeepaliveAndShutdown(t *testing.T) {
+	old := keepaliveEvery
+	keepaliveEvery = 20 * time.Millisecond
+	defer func() { keepaliveEvery = old }()
+	f := newFake(t)
+	s := f.server()
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	resp := request(t, srv, "GET", "/v1/sandboxes/quiet/events?follow=true", "")
+	br := bufio.NewReader(resp.Body)
+	for range 2 {
+		if line, err := br.ReadString('\n'); err != nil || line != "\n" {
+			t.Fatalf("keepalive: %q %v", line, err)
+		}
+	}
+	s.StopFollowers()
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(br); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the stream ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("StopFollowers did not end the follow")
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +34,11 @@ type Server struct {
 	scope       SandboxScope
 	ports       Ports
 	activity    Activity
-	info        api.ServerInfo
-	mux         *http.ServeMux
+	// stopping ends followed event streams (StopFollowers).
+	stopping      context.Context
+	stopFollowers context.CancelFunc
+	info          api.ServerInfo
+	mux           *http.ServeMux
 	// insideOps is which sandbox started each operation through its
 	// management socket.
 	insideOps opOwners
@@ -48,6 +52,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 		processes: d.Processes, accounts: d.Accounts, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
 	}
+	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
 	s.mux = newMux(s, routes)
 	return s
 }

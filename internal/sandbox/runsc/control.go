@@ -153,9 +153,15 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 	// (indoubt.go).
 	clear, err := r.markTransition(id, t.to)
 	if err != nil {
-		return fallback("record the change in flight: %w", err)
+		// runsc, which writes its files here too, would fail as well.
+		return fmt.Errorf("runsc %s: record the change in flight: %w", t.verb, err)
 	}
-	defer clear()
+	keepMarker := false
+	defer func() {
+		if !keepMarker {
+			clear()
+		}
+	}()
 	sockets := []string{c.Sandbox.ControlSocketPath, filepath.Join(r.stateRoot, "runsc-"+id+".sock")}
 	err = call(ctx, sockets, t.method)
 	var unknown *unknownOutcomeError
@@ -183,8 +189,11 @@ func (r *Runsc) control(ctx context.Context, id string, t transition) error {
 		// the change, so that the two agree again.
 		uerr := call(context.WithoutCancel(ctx), sockets, t.undo)
 		if uerr != nil {
-			return fmt.Errorf("runsc %s: container %q is %s but its state file still says %s (%v), and undoing failed: %w",
-				t.verb, id, t.to, t.from, werr, uerr)
+			// Which it is, only the sandbox can tell: the marker
+			// stays, and the change is in doubt until Settle.
+			keepMarker = true
+			return fmt.Errorf("runsc %s: %w: container %q is %s but its state file still says %s (%v), and undoing failed (%v)",
+				t.verb, ErrInDoubt, id, t.to, t.from, werr, uerr)
 		}
 		return fmt.Errorf("runsc %s: recording the new status (undone): %w", t.verb, werr)
 	}

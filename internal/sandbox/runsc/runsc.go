@@ -360,6 +360,9 @@ func (r *Runsc) change(ctx context.Context, id string, t transition) error {
 	if !errors.As(err, &fb) {
 		return err
 	}
+	if to, in := r.InDoubt(id); in {
+		return fmt.Errorf("runsc %s: %w: container %q (a change to %s was cut short)", t.verb, ErrInDoubt, id, to)
+	}
 	slog.Warn("runsc: could not "+t.verb+" through the control socket; running runsc", "container", id, "err", fb.err)
 	_, err = r.run(ctx, t.verb, id)
 	return err
@@ -394,7 +397,12 @@ func (r *Runsc) Delete(ctx context.Context, id string) error {
 	}
 	_, err := r.run(ctx, "delete", "--force", id)
 	if errors.Is(err, ErrNotExist) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		if marker, merr := r.transitionMarker(id); merr == nil {
+			os.Remove(marker) // a change in doubt ends with the container
+		}
 	}
 	return err
 }
