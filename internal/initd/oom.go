@@ -27,7 +27,8 @@ import (
 // itself), logs it and tells cairnd (the events op). It looks every
 // oomSlowPoll, every oomFastPoll once more than three quarters of the
 // limit are in use, and kills at most one process per oomCooldown (the
-// sentry takes a moment to account the victim's memory as free).
+// sentry takes a moment to account the victim's memory as free), and no
+// other while its last victim has not exited (oomVictimWait at most).
 //
 // The limit is the smaller of MemTotal and Config.MemoryLimit (cairnd
 // passes the sandbox's limit in CAIRN_MEMORY_LIMIT).
@@ -56,6 +57,7 @@ func newOOMKiller(s *server, limit int64) *oomKiller {
 func (k *oomKiller) run(ctx context.Context) {
 	wait := oomSlowPoll
 	failing := false
+	victim, killedAt := 0, time.Time{} // the last process killed, and when
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,11 +82,33 @@ func (k *oomKiller) run(ctx context.Context) {
 		if used < limit {
 			continue
 		}
+		if victim > 0 && time.Since(killedAt) < oomVictimWait && !exited(victim) {
+			// As Linux: no second victim while the first is still
+			// dying (one killed inside a long system call exits only
+			// when the call ends, and frees its memory then).
+			continue
+		}
 		if kill, ok := k.killLargest(used, limit); ok {
 			k.record(kill)
+			victim, killedAt = kill.PID, time.Now()
 			wait = oomCooldown
 		}
 	}
+}
+
+// oomVictimWait is how long the OOM killer waits at most for its last
+// victim to exit before it may choose another.
+const oomVictimWait = 3 * time.Second
+
+// exited reports whether process pid has exited: gone, or a zombie.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) STATE …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // usage returns the limit and the guest's memory in use, in bytes.

@@ -57,11 +57,18 @@ func raiseMemoryLimit(spec Spec) error {
 	if dir == "" {
 		return fmt.Errorf("no memory cgroup for %s to raise to %d bytes", spec.ID, host)
 	}
-	file := "memory.limit_in_bytes"
 	if v2 {
-		file = "memory.max"
+		// Past the usual limit the kernel throttles and reclaims
+		// (memory.high) instead of killing, up to the cap (memguard.go).
+		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(strconv.FormatInt(memoryCap(host), 10)), 0o644); err != nil {
+			return fmt.Errorf("raise the memory cgroup limit: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "memory.high"), []byte(strconv.FormatInt(host, 10)), 0o644); err != nil {
+			return fmt.Errorf("raise the memory cgroup limit: %w", err)
+		}
+		return nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatInt(host, 10)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.FormatInt(host, 10)), 0o644); err != nil {
 		return fmt.Errorf("raise the memory cgroup limit: %w", err)
 	}
 	return nil

@@ -15,7 +15,8 @@ import (
 // sends one line on the channel saying which process ended (and whether
 // the host's OOM killer killed it) and closes it. The end of ctx stops
 // the watch: the channel is closed without a line. A process already gone
-// is reported at once.
+// is reported at once. While the watch runs, the container's memory
+// guard runs too (memguard.go).
 func (r *Runsc) Watch(ctx context.Context, id string) (<-chan string, error) {
 	st, err := r.readState(id)
 	if err != nil {
@@ -64,6 +65,8 @@ func (r *Runsc) Watch(ctx context.Context, id string) (<-chan string, error) {
 		close(out)
 		return out, nil
 	}
+	// While it is watched, a burst of memory does not kill it (memguard.go).
+	go r.guardMemory(ctx, id)
 	// An eventfd wakes the poll when ctx ends.
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
