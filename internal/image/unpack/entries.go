@@ -253,7 +253,7 @@ func (a *applier) clear(d *hosttree.Dir, name string, n *node) error {
 	case err == nil, errors.Is(err, unix.ENOENT):
 		return nil
 	case errors.Is(err, unix.EISDIR):
-		n.kids = nil
+		a.forget(n)
 		return a.remove(d, name)
 	}
 	return &os.PathError{Op: "unlinkat", Path: hosttree.Quote(d.Join(name)), Err: err}
@@ -277,8 +277,25 @@ func (a *applier) keepDirTimes(fd int, n *node, m meta) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
+	if n.times > 0 {
+		a.dirs[n.times-1].n = nil // a second entry for it
+	}
 	a.dirs = append(a.dirs, dirTimes{n: n, dev: st.Dev, ino: st.Ino, ts: m.ts})
+	n.times = len(a.dirs)
 	return nil
+}
+
+// forget drops what the layer knows of the directory n and below, as it
+// is removed: their nodes and the times kept for them.
+func (a *applier) forget(n *node) {
+	if n.times > 0 {
+		a.dirs[n.times-1].n = nil
+		n.times = 0
+	}
+	for _, k := range n.kids {
+		a.forget(k)
+	}
+	n.kids = nil
 }
 
 // dir applies a directory entry: a directory already there takes its

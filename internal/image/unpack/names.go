@@ -57,6 +57,7 @@ type node struct {
 	parent *node
 	name   string
 	kids   map[string]*node
+	times  int // 1 + the index in applier.dirs of its times, or 0
 }
 
 // add returns the node of comps below n, adding what is missing.

@@ -154,6 +154,9 @@ func (a *applier) setDirTimes() error {
 		if err := a.ctx.Err(); err != nil {
 			return err
 		}
+		if t.n == nil {
+			continue // removed, or given again by a later entry
+		}
 		comps := t.n.path()
 		d, name := a.root, "."
 		if len(comps) > 0 {
@@ -168,7 +171,7 @@ func (a *applier) setDirTimes() error {
 			name = comps[len(comps)-1]
 		}
 		st, err := d.Lstat(name)
-		if err != nil || st.Dev != t.dev || st.Ino != t.ino {
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != t.dev || st.Ino != t.ino {
 			continue
 		}
 		if err := setTimes(d, name, t.ts); err != nil {
