@@ -24,7 +24,7 @@ var (
 	ErrInvalid = errors.New("invalid layer")
 	// ErrUnsafe: an entry that would reach outside the root: a ".."
 	// component, or a path through a symbolic link in the tree.
-	ErrUnsafe = errors.New("unsafe layer entry")
+	ErrUnsafe = errors.New("unsafe path")
 	// ErrLimit: the layer is over one of the limits.
 	ErrLimit = errors.New("layer over a limit")
 )

@@ -449,12 +449,17 @@ func (a *applier) hardlink(p *hosttree.Dir, name string, n *node, target string)
 	}
 	tq := hosttree.Quote(strings.Join(tcomps, "/"))
 	td, err := a.root.OpenSub(strings.Join(tcomps[:len(tcomps)-1], "/"))
-	switch {
-	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
-		return fmt.Errorf("%w: the hard link's target %s is through a symbolic link", ErrUnsafe, tq)
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
-		return fmt.Errorf("%w: the hard link's target %s does not exist", ErrInvalid, tq)
-	case err != nil:
+	if err != nil {
+		// Walk again, a name at a time, to say what is in the way.
+		c := cursor{root: a.root}
+		_, werr := c.to(tcomps[:len(tcomps)-1], nil)
+		c.close()
+		switch {
+		case errors.Is(werr, errMissing):
+			return fmt.Errorf("%w: the hard link's target %s does not exist", ErrInvalid, tq)
+		case werr != nil:
+			return fmt.Errorf("the hard link's target %s: %w", tq, werr)
+		}
 		return err
 	}
 	defer td.Close()
