@@ -393,13 +393,17 @@ func TestOddNamesAndDeepTrees(t *testing.T) {
 	for _, name := range odd {
 		entries = append(entries, fileE("odd/"+name, name))
 	}
-	comp := strings.Repeat("d", 200)
-	deep := strings.TrimSuffix(strings.Repeat(comp+"/", 40), "/") // 8,039 bytes
+	// Deeper than the descriptors the walks keep open (hosttree.MaxOpen),
+	// and longer than PATH_MAX.
+	const levels = 300
+	comp := strings.Repeat("d", 20)
+	deep := strings.TrimSuffix(strings.Repeat(comp+"/", levels), "/") // 6,299 bytes
 	entries = append(entries, dirE(deep+"/", 0o750).with(mtime(t0.Add(time.Hour))), fileE(deep+"/bottom", "bottom"),
 		fileE(deep+"/gone", "gone"), symlinkE(deep+"/up", "../../.."))
+	fds := openFds(t)
 	im.must(layer(t, entries...))
 	// The deep directory's mtime, set at the end through descriptors.
-	if st := statDeep(t, im.root, comp, 40); st.Mtim.Sec != t0.Add(time.Hour).Unix() {
+	if st := statDeep(t, im.root, comp, levels); st.Mtim.Sec != t0.Add(time.Hour).Unix() {
 		t.Errorf("deep directory: mtime %d", st.Mtim.Sec)
 	}
 	im.must(layer(t, linkE("top", deep+"/bottom"), whiteoutE(deep+"/.wh.gone"), linkE(deep+"/down", "odd/-dash")))
@@ -428,6 +432,9 @@ func TestOddNamesAndDeepTrees(t *testing.T) {
 	im.must(layer(t, whiteoutE(".wh..wh..opq")))
 	if got := im.tree(); got != ". dir 0755 0:0" {
 		t.Errorf("after the opaque root:\n%.300s", got)
+	}
+	if n := openFds(t); n != fds {
+		t.Errorf("%d descriptors open, %d before", n, fds)
 	}
 	im.untouched()
 }
@@ -562,4 +569,14 @@ func statDeep(t *testing.T, root, comp string, n int) unix.Stat_t {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// openFds counts this process's open descriptors.
+func openFds(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
 }
