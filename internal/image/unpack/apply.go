@@ -44,8 +44,8 @@ const (
 
 // Options bound and observe one Apply.
 type Options struct {
-	// Progress, if not nil, is called with the bytes of the layer read so
-	// far, about every MiB and once at the end.
+	// Progress, if not nil, is called (on Apply's goroutine) with the
+	// bytes of the layer read so far, about every MiB and once at the end.
 	Progress func(read int64)
 	// MaxEntries bounds what the layer makes: its tar entries and the
 	// directories made for entries whose parents have no entry of their
@@ -177,7 +177,10 @@ func (a *applier) apply(tr *tar.Reader) error {
 			return fmt.Errorf("layer entry %s: %w", hosttree.Quote(hdr.Name), err)
 		}
 	}
-	return a.setDirTimes()
+	if err := a.setDirTimes(); err != nil {
+		return fmt.Errorf("set the directories' times: %w", err)
+	}
+	return nil
 }
 
 // readError marks the errors of a malformed or cut tar stream as
