@@ -71,8 +71,9 @@ func timespec(t time.Time) unix.Timespec {
 
 // applied says whether cairn sets an extended attribute of a layer; see
 // docs/image-layers.md. The others are host policy (SELinux, Smack, IMA
-// and EVM labels: a layer must not pick the host's labels) or overlayfs
-// metadata, which would change what the tree means to an overlay.
+// and EVM labels: a layer must not pick the host's labels), overlayfs
+// metadata, which would change what the tree means to an overlay, or
+// another file system's controls (btrfs.* properties).
 func applied(name string) bool {
 	switch {
 	case strings.HasPrefix(name, "user."):

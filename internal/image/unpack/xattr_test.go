@@ -35,7 +35,7 @@ func TestAppliedXattrs(t *testing.T) {
 		"user.mime_type": true, "security.capability": true, "system.posix_acl_access": true,
 		"system.posix_acl_default": true, "trusted.md5": true,
 		"trusted.overlay.opaque": false, "security.selinux": false, "security.ima": false, "security.evm": false,
-		"security.SMACK64": false, "system.nfs4_acl": false, "other.x": false, "user": false,
+		"security.SMACK64": false, "system.nfs4_acl": false, "btrfs.compression": false, "other.x": false, "user": false,
 	} {
 		if applied(name) != want {
 			t.Errorf("%s applied: %v, want %v", name, !want, want)
