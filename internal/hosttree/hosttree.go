@@ -56,6 +56,24 @@ func OpenRoot(path string) (*Dir, error) {
 	return d, nil
 }
 
+// RootAt makes a root of a tree of the open directory fd, with a
+// descriptor of its own (a duplicate: the caller still closes fd).
+func RootAt(fd int) (*Dir, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicate the root's descriptor: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(dup, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(dup)
+		if err == nil {
+			err = unix.ENOTDIR
+		}
+		return nil, fmt.Errorf("root: %w", err)
+	}
+	return &Dir{fd: dup, rel: ".", dev: st.Dev, ino: st.Ino}, nil
+}
+
 func (d *Dir) identify() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(d.fd, &st); err != nil {

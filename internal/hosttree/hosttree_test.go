@@ -107,3 +107,39 @@ func TestQuoteKeepsLogsShortAndPrintable(t *testing.T) {
 		t.Fatalf("quoted: %q", q)
 	}
 }
+
+func TestRootAtKeepsItsOwnDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	hosttreetest.WriteAt(t, mustRoot(t, dir), "f", "x")
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := hosttree.RootAt(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	f.Close()
+	if _, err := root.Lstat("f"); err != nil {
+		t.Fatalf("after the caller closed its descriptor: %v", err)
+	}
+	file, err := os.Open(dir + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := hosttree.RootAt(int(file.Fd())); err == nil {
+		t.Fatal("a regular file made a root")
+	}
+}
+
+func mustRoot(t *testing.T, dir string) *hosttree.Dir {
+	t.Helper()
+	root, err := hosttree.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
+}
