@@ -26,15 +26,16 @@ import (
 // Sentinel errors. Implementations wrap them with %w and context, so test
 // with errors.Is.
 var (
-	// ErrNotFound means the account, sandbox, checkpoint or live lease
-	// asked for does not exist.
+	// ErrNotFound means the account, sandbox, checkpoint, live lease or
+	// image asked for does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a write would break a uniqueness rule: a sandbox name
 	// already used in the account, a sandbox id already used anywhere (or
 	// still referred to by checkpoints of a deleted sandbox), a checkpoint id
 	// already used anywhere, a checkpoint Seq already used in the sandbox, a
 	// checkpoint name already used in the account, a pool path another
-	// checkpoint names or that awaits deletion, or a lease id already used.
+	// checkpoint names or that awaits deletion, a lease id already used,
+	// or an image name already used.
 	// It also means that a lease cannot be acquired because a live lease
 	// of its resource conflicts with it.
 	ErrConflict = errors.New("already exists")
@@ -462,7 +463,7 @@ type DiskDelete struct {
 
 // Store persists accounts, sandboxes, checkpoints (with where their disks
 // live, and the disks to delete), leases, the journal of multi-step
-// operations, and published ports with each account's port token.
+// operations, published ports with each account's port token, and images.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
@@ -478,10 +479,11 @@ type DiskDelete struct {
 //     write, and never a lease write older than one that survives.
 //   - Safe for concurrent use by many goroutines; concurrent writers wait
 //     for each other rather than fail with "database is locked".
-//   - Errors: a missing account, sandbox, checkpoint or lease is reported by
-//     wrapping ErrNotFound, a uniqueness violation or a lease conflict by
-//     wrapping ErrConflict, a revoked lease by wrapping ErrRevoked;
-//     anything else (invalid input, I/O, a cancelled ctx) is a plain error.
+//   - Errors: a missing account, sandbox, checkpoint, lease or image is
+//     reported by wrapping ErrNotFound, a uniqueness violation or a lease
+//     conflict by wrapping ErrConflict, a revoked lease by wrapping
+//     ErrRevoked; anything else (invalid input, I/O, a cancelled ctx) is a
+//     plain error.
 //   - Times are returned in UTC with microsecond precision (what PostgreSQL
 //     keeps); times given to the store are converted the same way. Zero
 //     CreatedAt/UpdatedAt are filled in from the clock the store was opened
@@ -769,6 +771,8 @@ type Store interface {
 
 	// Published ports and port tokens (see PortStore).
 	PortStore
+	// Pulled, imported and built images (see ImageStore).
+	ImageStore
 
 	// Close releases the store. No method may be called after it.
 	Close() error
