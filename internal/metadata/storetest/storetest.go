@@ -95,6 +95,11 @@ func Run(t *testing.T, open OpenFunc) {
 		{"PublishedPorts", testPublishedPorts},
 		{"CopyPorts", testCopyPorts},
 		{"PortTokens", testPortTokens},
+		{"Images", testImages},
+		{"ImagesByDigest", testImagesByDigest},
+		{"ImageInvalidInput", testImageInvalidInput},
+		{"ImageUsers", testImageUsers},
+		{"ImagesConcurrentCreate", testImagesConcurrentCreate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
