@@ -35,6 +35,12 @@ const (
 
 	CodeNoImage          = "I01" // no image with that name
 	CodeImageBuildFailed = "I02" // building an image failed
+	CodeNoSuchImage      = "I03" // the registry or archive has no such image (name, tag or platform)
+	CodeRegistryDenied   = "I04" // the registry refused the credentials (or asked for some)
+	CodeRegistryFailed   = "I05" // the registry could not be reached or answered with an error
+	CodeImageDamaged     = "I06" // the image is damaged or unsafe: a digest that does not match, a layer that is not a tar or leaves its root
+	CodeImageExists      = "I07" // an image of that name exists already (another digest), or the name is a built-in image's
+	CodeImageInUse       = "I08" // sandboxes or checkpoints still use the image
 
 	CodeCheckpointFailed  = "K01" // taking the checkpoint failed (pause, snapshot); the sandbox was resumed
 	CodeSnapshotNameTaken = "K02" // a snapshot with that name already exists in the account

@@ -253,6 +253,33 @@ type Image struct {
 	Description string    `json:"description"`
 	Ready       bool      `json:"ready"` // built and usable; otherwise built on first use
 	CreatedAt   time.Time `json:"created_at,omitzero"`
+	// Of a pulled image: its manifest digest, the reference it was
+	// pulled from, the bytes of its files and its config.
+	Digest    string       `json:"digest,omitempty"`
+	Source    string       `json:"source,omitempty"`
+	SizeBytes int64        `json:"size_bytes,omitempty"`
+	Config    *ImageConfig `json:"config,omitempty"`
+}
+
+// ImageConfig is the part of an image's OCI config cairn keeps: the
+// defaults of its sandboxes' processes.
+type ImageConfig struct {
+	Env          []string `json:"env,omitempty"`
+	Entrypoint   []string `json:"entrypoint,omitempty"`
+	Cmd          []string `json:"cmd,omitempty"`
+	WorkingDir   string   `json:"working_dir,omitempty"`
+	User         string   `json:"user,omitempty"`
+	ExposedPorts []int    `json:"exposed_ports,omitempty"`
+}
+
+// PullImageRequest asks cairnd to pull an image from a registry
+// (POST /v1/images/pull).
+type PullImageRequest struct {
+	Ref      string `json:"ref"`
+	Name     string `json:"name,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"` // plain HTTP
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
 }
 
 // Operation is long work started by a request. Its events are streamed by

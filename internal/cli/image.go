@@ -12,13 +12,16 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Work with images",
-		Long: `Images are the read-only root file systems sandboxes start from. An image
-that is not ready yet is built the first time a sandbox uses it.`,
-		Example: `  cairn image list`,
+		Long: `Images are the read-only root file systems sandboxes start from: the
+built-in ones (busybox, debian), built the first time a sandbox uses them,
+and images pulled from OCI or Docker registries (cairn image pull).`,
+		Example: `  cairn image list
+  cairn image pull python:3.12
+  cairn image info python-3.12`,
 		Args:    groupArgs,
 		RunE:    showHelp,
 	}
-	cmd.AddCommand(newImageListCommand(g))
+	cmd.AddCommand(newImageListCommand(g), newImagePullCommand(g), newImageInfoCommand(g), newImageDeleteCommand(g))
 	return cmd
 }
 

@@ -54,7 +54,7 @@ var (
 	_ server.Checkpoints  = (*catalog.Catalog)(nil)
 	_ server.Accounts     = (*catalog.Catalog)(nil)
 	_ server.SandboxScope = (*catalog.Catalog)(nil)
-	_ server.Images       = (*image.Catalog)(nil)
+	_ server.Images       = imageService{}
 	_ server.Operations   = (*operation.Registry)(nil)
 	_ server.Ports        = (*portproxy.Service)(nil)
 
@@ -204,7 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 	offsiteSvc := offsite.New(offsiteCfg, store, acct, offsite.FromDisks(dsk), time.Now)
 
 	ops := operation.NewRegistry(opsCtx, time.Now)
-	images := image.New(pool, cfg.CacheDir)
+	images := image.New(pool, cfg.CacheDir, store)
 	// The management socket of each sandbox is served by the API server,
 	// which itself needs the manager: bind it late.
 	var srv *server.Server
@@ -263,7 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
-		Images: images, Operations: ops, Ports: ports, Activity: hub,
+		Images: imageService{images, ops}, Operations: ops, Ports: ports, Activity: hub,
 	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

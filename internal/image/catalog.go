@@ -6,9 +6,11 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
@@ -34,9 +36,12 @@ type builder struct {
 type Catalog struct {
 	pool     *volume.Pool
 	builders map[string]builder
+	store    metadata.Store // the pulled images; nil: none
+	now      func() time.Time
 
 	mu       sync.Mutex
 	building map[string]*build
+	naming   map[string]chan struct{} // pulls and deletes in progress, by name
 }
 
 type build struct {
@@ -44,11 +49,12 @@ type build struct {
 	err  error
 }
 
-// New returns the catalog of built-in images stored in pool. cacheDir keeps
-// downloaded packages between builds.
-func New(pool *volume.Pool, cacheDir string) *Catalog {
+// New returns the catalog of built-in images stored in pool, and of the
+// images pulled into it recorded in store (nil: pulling is off). cacheDir
+// keeps downloaded packages between builds.
+func New(pool *volume.Pool, cacheDir string, store metadata.Store) *Catalog {
 	return &Catalog{
-		pool: pool,
+		pool: pool, store: store, now: time.Now, naming: map[string]chan struct{}{},
 		builders: map[string]builder{
 			"busybox": {"BusyBox from Debian's busybox-static: a shell and core tools, starts in milliseconds", buildBusybox},
 			"debian":  {"Debian 12 bookworm, minbase (debootstrap), with apt, curl, procps and sqlite3", debianBuilder(cacheDir)},
@@ -59,7 +65,10 @@ func New(pool *volume.Pool, cacheDir string) *Catalog {
 
 // Known reports whether name is an image the catalog can provide.
 func (c *Catalog) Known(name string) bool {
-	_, ok := c.builders[name]
+	if _, ok := c.builders[name]; ok {
+		return true
+	}
+	_, ok := c.pulled(context.Background(), name)
 	return ok
 }
 
@@ -80,6 +89,15 @@ func (c *Catalog) List() ([]api.Image, error) {
 		}
 		out = append(out, img)
 	}
+	if c.store != nil {
+		pulled, err := c.store.Images(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pulled {
+			out = append(out, c.apiImage(p))
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
@@ -99,6 +117,13 @@ func (c *Catalog) EnsureWithProgress(ctx context.Context, name string, report Re
 	}
 	b, ok := c.builders[name]
 	if !ok {
+		if img, found := c.pulled(ctx, name); found {
+			path := c.pool.ImagePath(img.Name)
+			if ready, err := volume.IsSubvolume(path); err != nil || !ready {
+				return "", errdefs.New(api.CodeNoImage, "image %s is recorded but its files are gone: delete it and pull it again", name)
+			}
+			return path, nil
+		}
 		return "", errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", name)
 	}
 	path := c.pool.ImagePath(name)

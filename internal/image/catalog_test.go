@@ -27,7 +27,7 @@ func loopCatalog(t *testing.T) (*Catalog, *volume.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exec.Command("umount", filepath.Join(dir, "pool")).Run() })
-	return New(pool, filepath.Join(dir, "cache")), pool
+	return New(pool, filepath.Join(dir, "cache"), nil), pool
 }
 
 // A build reports each step in phase image, the applets it linked counted;

@@ -165,6 +165,13 @@ type Accounts interface {
 type Images interface {
 	// List returns the known images, built or not, by name.
 	List() ([]api.Image, error)
+	// Info returns the image called name. I01.
+	Info(ctx context.Context, name string) (api.Image, error)
+	// Delete deletes the image called name. I01, I08 (in use).
+	Delete(ctx context.Context, name string) error
+	// Pull starts pulling req.Ref from its registry; the operation's
+	// result is the api.Image. Its errors: V02, I03-I07, L07.
+	Pull(ctx context.Context, req api.PullImageRequest) (*operation.Op, error)
 }
 
 // Operations holds the long work in progress and recently finished.

@@ -256,6 +256,20 @@ func (f fakeImages) List() ([]api.Image, error) {
 	return []api.Image{{Name: "busybox"}}, f.err
 }
 
+func (f fakeImages) Info(_ context.Context, name string) (api.Image, error) {
+	f.record("Images.Info", "", name)
+	return api.Image{Name: name}, f.err
+}
+
+func (f fakeImages) Delete(_ context.Context, name string) error {
+	f.record("Images.Delete", "", name)
+	return f.err
+}
+
+func (f fakeImages) Pull(_ context.Context, req api.PullImageRequest) (*operation.Op, error) {
+	return f.op("Images.Pull", "", req)
+}
+
 // fakeOps is the fake's Operations: its real registry, failing with err
 // if set.
 type fakeOps struct{ *fake }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/bounds"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) error {
@@ -21,6 +22,40 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, imgs)
 	return nil
+}
+
+func (s *Server) getImage(w http.ResponseWriter, r *http.Request) error {
+	img, err := s.images.Info(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, img)
+	return nil
+}
+
+func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) error {
+	if err := s.images.Delete(r.Context(), r.PathValue("name")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("name")})
+	return nil
+}
+
+// pullImage starts a pull (202 and the operation; its result is the
+// Image).
+func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) error {
+	var req api.PullImageRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Ref == "" {
+		return errdefs.New(api.CodeInvalidArgument, "pull needs a reference (ref), such as python:3.12 or registry.example.com/team/app:1")
+	}
+	op, err := s.images.Pull(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {

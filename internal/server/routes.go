@@ -13,6 +13,9 @@ type route struct {
 var routes = []route{
 	{"GET", "/v1", (*Server).getInfo},
 	{"GET", "/v1/images", (*Server).listImages},
+	{"POST", "/v1/images/pull", (*Server).pullImage},
+	{"GET", "/v1/images/{name}", (*Server).getImage},
+	{"DELETE", "/v1/images/{name}", (*Server).deleteImage},
 	{"GET", "/v1/sandboxes", (*Server).listSandboxes},
 	{"POST", "/v1/sandboxes", (*Server).createSandbox},
 	{"GET", "/v1/sandboxes/{name}", (*Server).getSandbox},

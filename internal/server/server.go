@@ -102,18 +102,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func statusOf(code string) int {
 	switch code {
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
-		api.CodePortNotPublished:
+		api.CodePortNotPublished, api.CodeNoSuchImage:
 		return http.StatusNotFound
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
-		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite, api.CodeLocalGone:
+		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite, api.CodeLocalGone,
+		api.CodeImageExists, api.CodeImageInUse:
 		return http.StatusConflict
 	case api.CodeOffsiteUnavailable:
 		return http.StatusServiceUnavailable
-	case api.CodeOffsiteFailed, api.CodePortUnreachable:
+	case api.CodeOffsiteFailed, api.CodePortUnreachable, api.CodeRegistryFailed, api.CodeRegistryDenied:
 		return http.StatusBadGateway
 	case api.CodePortCredentials:
 		return http.StatusUnauthorized
-	case api.CodeExecFailed:
+	case api.CodeExecFailed, api.CodeImageDamaged:
 		return http.StatusUnprocessableEntity
 	case api.CodeDiskLimit, api.CodePoolFull:
 		return http.StatusInsufficientStorage

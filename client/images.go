@@ -1,0 +1,37 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// PullImage starts pulling an image from a registry; follow the
+// operation with WaitImage.
+func (c *Client) PullImage(ctx context.Context, req api.PullImageRequest) (api.Operation, error) {
+	var op api.Operation
+	return op, c.do(ctx, "POST", "/v1/images/pull", req, &op)
+}
+
+// WaitImage follows an operation whose result is an image.
+func (c *Client) WaitImage(ctx context.Context, op api.Operation, fn func(api.Event)) (api.Image, error) {
+	var img api.Image
+	raw, err := c.Follow(ctx, op, fn)
+	if err != nil {
+		return img, err
+	}
+	return img, json.Unmarshal(raw, &img)
+}
+
+// Image returns the image called name.
+func (c *Client) Image(ctx context.Context, name string) (api.Image, error) {
+	var img api.Image
+	return img, c.do(ctx, "GET", "/v1/images/"+url.PathEscape(name), nil, &img)
+}
+
+// DeleteImage deletes the image called name.
+func (c *Client) DeleteImage(ctx context.Context, name string) error {
+	return c.do(ctx, "DELETE", "/v1/images/"+url.PathEscape(name), nil, nil)
+}

@@ -1,0 +1,25 @@
+package daemon
+
+import (
+	"context"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/image/oci"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+)
+
+// imageService is the API's side of the image catalog (server.Images):
+// pulls run as operations.
+type imageService struct {
+	*image.Catalog
+	ops *operation.Registry
+}
+
+// Pull starts pulling req.Ref; the operation's result is the api.Image.
+func (s imageService) Pull(_ context.Context, req api.PullImageRequest) (*operation.Op, error) {
+	return s.ops.Start("image.pull", "image/"+req.Ref, func(ctx context.Context, op *operation.Op) (any, error) {
+		return s.Catalog.Pull(ctx, image.PullRequest{Ref: req.Ref, Name: req.Name,
+			Fetch: oci.FetchOptions{Insecure: req.Insecure, Username: req.Username, Password: req.Password}}, op.Record)
+	}), nil
+}

@@ -1,0 +1,292 @@
+// Package oci reads OCI and Docker images, from a registry or from an
+// archive, and unpacks one into a directory: each layer checked against
+// its digests and applied in order (package unpack), the parts of its
+// config cairn applies extracted.
+//
+// What comes from a registry or an archive is untrusted: the manifest and
+// config are checked against their digests (go-containerregistry does it
+// for what it fetches), every compressed layer against its digest and
+// every uncompressed one against the config's diff id, here, as it is
+// read; package unpack keeps the files inside the root.
+package oci
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image/unpack"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// FetchOptions say how to reach a registry.
+type FetchOptions struct {
+	// Insecure allows plain HTTP (a registry on loopback or a private
+	// network without TLS).
+	Insecure bool
+	// Username and Password are the registry's credentials; without
+	// them, the docker config file's (~/.docker/config.json, or
+	// $DOCKER_CONFIG) are used, then none.
+	Username, Password string
+	// Transport is the HTTP transport (default: a clone of
+	// http.DefaultTransport that ignores the environment's proxy).
+	Transport http.RoundTripper
+}
+
+// Platform is the platform an index is resolved to: this host's.
+func Platform() v1.Platform {
+	return v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+}
+
+// Fetch resolves ref in its registry to the image for this host's
+// platform (a multi-arch index is resolved to it). Its layers are fetched
+// when Unpack reads them. Errors carry I03 (no such image), I04
+// (credentials refused), I05 (registry unreachable or failing) or V02
+// (ref is not a reference).
+func Fetch(ctx context.Context, ref string, opts FetchOptions) (v1.Image, name.Reference, error) {
+	var nopts []name.Option
+	if opts.Insecure {
+		nopts = append(nopts, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, nopts...)
+	if err != nil {
+		return nil, nil, errdefs.New(api.CodeInvalidArgument, "invalid image reference %q: %v", ref, err)
+	}
+	tr := opts.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		tr = t
+	}
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(Platform()), remote.WithTransport(tr)}
+	if opts.Username != "" || opts.Password != "" {
+		ropts = append(ropts, remote.WithAuth(&authn.Basic{Username: opts.Username, Password: opts.Password}))
+	} else {
+		ropts = append(ropts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	}
+	img, err := remote.Image(r, ropts...)
+	if err != nil {
+		return nil, nil, registryError(ref, err)
+	}
+	return img, r, nil
+}
+
+// registryError gives err, from reaching the registry for ref, its code.
+func registryError(ref string, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		switch {
+		case te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden || hasCode(te, transport.UnauthorizedErrorCode, transport.DeniedErrorCode):
+			return errdefs.New(api.CodeRegistryDenied, "registry refused access to %s (%d): give its credentials with --username and --password-stdin, or log in with docker's config file", ref, te.StatusCode)
+		case te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode):
+			return errdefs.New(api.CodeNoSuchImage, "the registry has no image %s", ref)
+		}
+		return errdefs.New(api.CodeRegistryFailed, "registry answered for %s: %v", ref, err)
+	}
+	if strings.Contains(err.Error(), "no child with platform") {
+		return errdefs.New(api.CodeNoSuchImage, "image %s has no variant for %s/%s", ref, Platform().OS, Platform().Architecture)
+	}
+	return errdefs.New(api.CodeRegistryFailed, "cannot fetch %s: %v", ref, err)
+}
+
+func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
+	for _, d := range te.Errors {
+		for _, c := range codes {
+			if d.Code == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Progress is where Unpack is: layer Layer (from 1) of Layers, Bytes of its
+// compressed Size read.
+type Progress struct {
+	Layer, Layers int
+	Digest        string
+	Bytes, Size   int64
+}
+
+// Result is what Unpack found.
+type Result struct {
+	Digest string // the image's manifest digest
+	Config metadata.ImageConfig
+	Layers int
+	Bytes  int64 // file content written
+}
+
+// Unpack applies img's layers in order into root (an empty directory),
+// each checked against its digest and its diff id, and returns the
+// image's digest and config. report, if not nil, is called as layers are
+// read. A bad image (a digest that does not match, a layer that is not a
+// tar or that tries to leave the root) is I06. On error root holds what
+// was done: the caller removes it.
+func Unpack(ctx context.Context, img v1.Image, root *os.File, report func(Progress)) (Result, error) {
+	var res Result
+	digest, err := img.Digest()
+	if err != nil {
+		return res, badImage(err, "manifest")
+	}
+	res.Digest = digest.String()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return res, fetchError(err, "config")
+	}
+	res.Config = configOf(cf)
+	layers, err := img.Layers()
+	if err != nil {
+		return res, fetchError(err, "layers")
+	}
+	if len(layers) != len(cf.RootFS.DiffIDs) {
+		return res, errdefs.New(api.CodeImageDamaged, "image %s: %d layers but %d diff ids in its config", res.Digest, len(layers), len(cf.RootFS.DiffIDs))
+	}
+	res.Layers = len(layers)
+	for i, l := range layers {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n, err := applyLayer(ctx, l, cf.RootFS.DiffIDs[i], root, i+1, len(layers), report)
+		if err != nil {
+			return res, err
+		}
+		res.Bytes += n
+	}
+	return res, nil
+}
+
+// applyLayer applies layer number i of n, checking its uncompressed bytes
+// against want.
+func applyLayer(ctx context.Context, l v1.Layer, want v1.Hash, root *os.File, i, n int, report func(Progress)) (int64, error) {
+	d, err := l.Digest()
+	if err != nil {
+		return 0, badImage(err, fmt.Sprintf("layer %d", i))
+	}
+	size, _ := l.Size()
+	p := Progress{Layer: i, Layers: n, Digest: d.String(), Size: size}
+	if report != nil {
+		report(p)
+	}
+	compressed, err := l.Compressed()
+	if err != nil {
+		return 0, fetchError(err, "layer "+d.String())
+	}
+	defer compressed.Close()
+	counted := &countingReader{r: compressed, every: 1 << 20, report: func(read int64) {
+		if report != nil {
+			p.Bytes = read
+			report(p)
+		}
+	}}
+	uncompressed, err := decompress(counted)
+	if err != nil {
+		return 0, errdefs.Wrap(api.CodeImageDamaged, err, "layer %s is not a tar, gzip or zstd stream", d)
+	}
+	defer uncompressed.Close()
+	if want.Algorithm != "sha256" {
+		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: diff id %s is not sha256", d, want)
+	}
+	h := sha256.New()
+	stats, err := unpack.Apply(ctx, root, io.TeeReader(uncompressed, h), unpack.Options{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, layerError(err, d.String())
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want.Hex {
+		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: its content's digest is sha256:%s, its config says %s", d, got, want)
+	}
+	if report != nil {
+		p.Bytes = counted.n
+		report(p)
+	}
+	return stats.Bytes, nil
+}
+
+// layerError says what applying a layer failed for: a damaged or unsafe
+// layer is I06; a digest mismatch found by the fetcher is I06 too; a full
+// pool is L07 (the caller's wrap), any other the error as it is.
+func layerError(err error, digest string) error {
+	switch {
+	case errors.Is(err, unpack.ErrInvalid), errors.Is(err, unpack.ErrUnsafe), errors.Is(err, unpack.ErrLimit), isDigestMismatch(err):
+		return errdefs.Wrap(api.CodeImageDamaged, err, "layer %s", digest)
+	}
+	return fmt.Errorf("layer %s: %w", digest, err)
+}
+
+func isDigestMismatch(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "digest") && (strings.Contains(s, "mismatch") || strings.Contains(s, "does not match")) ||
+		strings.Contains(s, "error verifying")
+}
+
+// fetchError gives an error of reading what for its code.
+func fetchError(err error, what string) error {
+	if isDigestMismatch(err) {
+		return errdefs.Wrap(api.CodeImageDamaged, err, "image %s", what)
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return errdefs.New(api.CodeRegistryFailed, "registry answered for the image's %s: %v", what, err)
+	}
+	return errdefs.Wrap(api.CodeImageDamaged, err, "image %s", what)
+}
+
+func badImage(err error, what string) error {
+	return errdefs.Wrap(api.CodeImageDamaged, err, "image %s", what)
+}
+
+// configOf is the part of an image config cairn applies.
+func configOf(cf *v1.ConfigFile) metadata.ImageConfig {
+	c := cf.Config
+	out := metadata.ImageConfig{Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir, User: c.User}
+	for p := range c.ExposedPorts {
+		port, proto, _ := strings.Cut(p, "/")
+		if proto != "" && proto != "tcp" {
+			continue
+		}
+		if n, err := strconv.Atoi(port); err == nil && n > 0 && n < 65536 {
+			out.ExposedPorts = append(out.ExposedPorts, n)
+		}
+	}
+	sort.Ints(out.ExposedPorts)
+	return out
+}
+
+// countingReader counts what is read through it and reports every every
+// bytes.
+type countingReader struct {
+	r      io.Reader
+	n      int64
+	next   int64
+	every  int64
+	report func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n >= c.next {
+		c.next = c.n + c.every
+		c.report(c.n)
+	}
+	return n, err
+}

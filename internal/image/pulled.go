@@ -1,0 +1,286 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image/oci"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// Pulled images. Besides the built-in images, the catalog holds images
+// pulled from registries: each a read-only subvolume images/NAME in the
+// pool, like the built-in ones, and a row in the metadata store (its
+// digest, where it came from, its config). Two names of one digest share
+// nothing but are snapshots of one another (instant).
+
+// namePattern is what an image's name must match (as sandbox names, with
+// dots and underscores: python-3.12).
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// PullRequest is what Pull pulls.
+type PullRequest struct {
+	Ref   string // a registry reference: host/repo:tag, repo@sha256:…, python:3.12 (Docker Hub)
+	Name  string // the image's name in cairn; default from Ref (DefaultName)
+	Fetch oci.FetchOptions
+}
+
+// DefaultName is the name an image pulled from ref gets by default: the
+// last part of its repository and its tag ("python-3.12"), or the first
+// 12 hex digits of its digest.
+func DefaultName(ref name.Reference) string {
+	repo := path.Base(ref.Context().RepositoryStr())
+	id := ref.Identifier()
+	if _, hex, ok := strings.Cut(id, "sha256:"); ok && len(hex) >= 12 {
+		id = hex[:12]
+	}
+	n := strings.ToLower(repo + "-" + id)
+	n = regexp.MustCompile(`[^a-z0-9._-]+`).ReplaceAllString(n, "-")
+	n = strings.TrimLeft(n, "._-")
+	if len(n) > 63 {
+		n = n[:63]
+	}
+	return n
+}
+
+// Pull fetches req.Ref from its registry and makes it the image
+// req.Name: the layers are checked and applied into a new read-only
+// subvolume, and the image recorded. Pulling a digest the catalog holds
+// already (under this name or another) fetches no layer. Errors carry
+// V02 (a bad name or reference), I03-I07, L07 (the pool is full); on
+// error nothing is left.
+func (c *Catalog) Pull(ctx context.Context, req PullRequest, report Reporter) (api.Image, error) {
+	if report == nil {
+		report = func(api.Progress, string) {}
+	}
+	if c.store == nil {
+		return api.Image{}, errors.New("image catalog without a metadata store: pulling is off")
+	}
+	report.step(fmt.Sprintf("Resolving %s", req.Ref))
+	img, ref, err := oci.Fetch(ctx, req.Ref, req.Fetch)
+	if err != nil {
+		return api.Image{}, err
+	}
+	if req.Name == "" {
+		req.Name = DefaultName(ref)
+	}
+	if !namePattern.MatchString(req.Name) {
+		return api.Image{}, errdefs.New(api.CodeInvalidArgument, "invalid image name %q: lower-case letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit", req.Name)
+	}
+	if _, builtin := c.builders[req.Name]; builtin {
+		return api.Image{}, errdefs.New(api.CodeImageExists, "%s is a built-in image's name: pull with --name OTHER", req.Name)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return api.Image{}, errdefs.Wrap(api.CodeImageDamaged, err, "image %s", req.Ref)
+	}
+
+	unlock := c.lockName(req.Name)
+	defer unlock()
+	if have, err := c.store.Image(ctx, req.Name); err == nil {
+		if have.Digest == digest.String() {
+			report.step(fmt.Sprintf("Image %s is %s already", req.Name, have.Digest))
+			return c.apiImage(have), nil
+		}
+		return api.Image{}, errdefs.New(api.CodeImageExists, "image %s exists with another digest (%s): delete it first, or pull with --name OTHER", req.Name, have.Digest)
+	} else if !errors.Is(err, metadata.ErrNotFound) {
+		return api.Image{}, err
+	}
+
+	rec := metadata.Image{Name: req.Name, Digest: digest.String(), Source: req.Ref,
+		DiskPath: filepath.ToSlash(filepath.Join("images", req.Name)), CreatedAt: c.now().UTC()}
+	dst := c.pool.ImagePath(req.Name)
+	if same, err := c.store.ImagesByDigest(ctx, rec.Digest); err == nil && len(same) > 0 {
+		// The same image under another name: its disk, instantly.
+		src := same[0]
+		report.step(fmt.Sprintf("Image %s is %s's digest: sharing its files", req.Name, src.Name))
+		rec.Config, rec.SizeBytes = src.Config, src.SizeBytes
+		if err := c.pool.Snapshot(ctx, c.pool.ImagePath(src.Name), dst, true); err != nil {
+			return api.Image{}, poolError(err, req.Name)
+		}
+		return c.record(ctx, rec, dst)
+	}
+
+	tmp := c.pool.TempPath("pull-" + req.Name)
+	if err := c.pool.Delete(ctx, tmp); err != nil {
+		return api.Image{}, err
+	}
+	if err := c.pool.Create(ctx, tmp); err != nil {
+		return api.Image{}, poolError(err, req.Name)
+	}
+	defer c.pool.Delete(context.WithoutCancel(ctx), tmp)
+	root, err := os.Open(tmp)
+	if err != nil {
+		return api.Image{}, err
+	}
+	res, err := oci.Unpack(ctx, img, root, func(p oci.Progress) {
+		report(api.Progress{Phase: api.PhaseImage, Done: p.Bytes, Total: p.Size, Unit: api.UnitBytes},
+			fmt.Sprintf("Layer %d/%d %s: %s of %s", p.Layer, p.Layers, shortDigest(p.Digest), mib(p.Bytes), mib(p.Size)))
+	})
+	root.Close()
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || isNoSpace(err) {
+			return api.Image{}, poolError(err, req.Name)
+		}
+		return api.Image{}, err
+	}
+	if err := prepareImportedRoot(tmp); err != nil {
+		return api.Image{}, err
+	}
+	rec.Config, rec.SizeBytes = res.Config, res.Bytes
+	if err := c.pool.Snapshot(ctx, tmp, dst, true); err != nil {
+		return api.Image{}, poolError(err, req.Name)
+	}
+	report.step(fmt.Sprintf("Image %s ready: %d layers, %s, %s", req.Name, res.Layers, mib(res.Bytes), res.Digest))
+	return c.record(ctx, rec, dst)
+}
+
+// record stores rec, whose disk is dst; if it cannot, the disk goes.
+func (c *Catalog) record(ctx context.Context, rec metadata.Image, dst string) (api.Image, error) {
+	if err := c.store.CreateImage(ctx, rec); err != nil {
+		c.pool.Delete(context.WithoutCancel(ctx), dst)
+		if errors.Is(err, metadata.ErrConflict) {
+			return api.Image{}, errdefs.New(api.CodeImageExists, "image %s exists", rec.Name)
+		}
+		return api.Image{}, err
+	}
+	return c.apiImage(rec), nil
+}
+
+// Delete deletes image name: a pulled one that no sandbox or checkpoint
+// uses (I08 otherwise) goes for good; a built-in one's files go and are
+// built again when next used. I01 if there is no such image.
+func (c *Catalog) Delete(ctx context.Context, name string) error {
+	unlock := c.lockName(name)
+	defer unlock()
+	if c.store != nil {
+		sandboxes, checkpoints, err := c.store.ImageUsers(ctx, name)
+		if err != nil {
+			return err
+		}
+		if sandboxes > 0 || checkpoints > 0 {
+			return errdefs.New(api.CodeImageInUse, "image %s is used by %d sandboxes and %d checkpoints: delete them first", name, sandboxes, checkpoints)
+		}
+		if _, err := c.store.Image(ctx, name); err == nil {
+			if err := c.store.DeleteImage(ctx, name); err != nil {
+				return err
+			}
+			return c.pool.Delete(ctx, c.pool.ImagePath(name))
+		} else if !errors.Is(err, metadata.ErrNotFound) {
+			return err
+		}
+	}
+	if _, ok := c.builders[name]; ok {
+		return c.pool.Delete(ctx, c.pool.ImagePath(name))
+	}
+	return errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", name)
+}
+
+// Info returns image name. I01.
+func (c *Catalog) Info(ctx context.Context, name string) (api.Image, error) {
+	all, err := c.List()
+	if err != nil {
+		return api.Image{}, err
+	}
+	for _, img := range all {
+		if img.Name == name {
+			return img, nil
+		}
+	}
+	return api.Image{}, errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", name)
+}
+
+// pulled returns the stored image name, if there is one.
+func (c *Catalog) pulled(ctx context.Context, name string) (metadata.Image, bool) {
+	if c.store == nil {
+		return metadata.Image{}, false
+	}
+	img, err := c.store.Image(ctx, name)
+	return img, err == nil
+}
+
+func (c *Catalog) apiImage(img metadata.Image) api.Image {
+	cfg := img.Config
+	return api.Image{Name: img.Name, Description: "pulled from " + img.Source, Ready: true, CreatedAt: img.CreatedAt,
+		Digest: img.Digest, Source: img.Source, SizeBytes: img.SizeBytes,
+		Config: &api.ImageConfig{Env: cfg.Env, Entrypoint: cfg.Entrypoint, Cmd: cfg.Cmd, WorkingDir: cfg.WorkingDir, User: cfg.User, ExposedPorts: cfg.ExposedPorts}}
+}
+
+// lockName serializes pulls and deletes of one image name.
+func (c *Catalog) lockName(name string) func() {
+	c.mu.Lock()
+	for c.naming[name] != nil {
+		ch := c.naming[name]
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+	}
+	ch := make(chan struct{})
+	c.naming[name] = ch
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.naming, name)
+		c.mu.Unlock()
+		close(ch)
+	}
+}
+
+// prepareImportedRoot makes the directories every sandbox root needs in
+// an unpacked image, refusing (I06) what is there and not a directory: an
+// image's /tmp that is a symbolic link must not lead cairn's own writes
+// out of the root.
+func prepareImportedRoot(dir string) error {
+	for _, d := range []string{".cairn", "proc", "sys", "dev", "tmp"} {
+		p := filepath.Join(dir, d)
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			mode := os.FileMode(0o755)
+			if err := os.Mkdir(p, mode); err != nil {
+				return err
+			}
+			if d == "tmp" {
+				if err := os.Chmod(p, 0o777|os.ModeSticky); err != nil {
+					return err
+				}
+			}
+		case err != nil:
+			return err
+		case !fi.IsDir():
+			return errdefs.New(api.CodeImageDamaged, "the image's /%s is not a directory (%s)", d, fi.Mode().Type())
+		}
+	}
+	return nil
+}
+
+func poolError(err error, name string) error {
+	if isNoSpace(err) {
+		return errdefs.Wrap(api.CodePoolFull, err, "image %s: the pool is full", name)
+	}
+	return fmt.Errorf("image %s: %w", name, err)
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || strings.Contains(err.Error(), "no space left") || strings.Contains(err.Error(), "quota exceeded")
+}
+
+func shortDigest(d string) string {
+	if _, hex, ok := strings.Cut(d, ":"); ok && len(hex) > 12 {
+		return hex[:12]
+	}
+	return d
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
