@@ -18,8 +18,8 @@ and images pulled from OCI or Docker registries (cairn image pull).`,
 		Example: `  cairn image list
   cairn image pull python:3.12
   cairn image info python-3.12`,
-		Args:    groupArgs,
-		RunE:    showHelp,
+		Args: groupArgs,
+		RunE: showHelp,
 	}
 	cmd.AddCommand(newImageListCommand(g), newImagePullCommand(g), newImageInfoCommand(g), newImageDeleteCommand(g))
 	return cmd
