@@ -13,7 +13,8 @@ import (
 type ExecRequest struct {
 	Command []string `json:"command"`          // argv; Command[0] is looked up in PATH
 	Env     []string `json:"env,omitempty"`    // extra KEY=VALUE pairs
-	Dir     string   `json:"dir,omitempty"`    // working directory; default "/"
+	Dir     string   `json:"dir,omitempty"`    // working directory; default the image's, else "/"
+	User    string   `json:"user,omitempty"`   // user[:group] or uid[:gid] inside; default the image's, else root
 	TTY     bool     `json:"tty,omitempty"`    // run on a pseudo-terminal (stdout and stderr merged)
 	Stdin   bool     `json:"stdin,omitempty"`  // the client sends stdin frames; without it stdin is /dev/null
 	Detach  bool     `json:"detach,omitempty"` // start, answer with the pid, leave it running; stdio is /dev/null

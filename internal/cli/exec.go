@@ -39,6 +39,7 @@ type execOptions struct {
 	Detach      bool     // -d: leave it running, print the pid
 	Env         []string // -e KEY=VAL
 	Dir         string   // -w
+	User        string   // -u
 }
 
 func newExecCommand(g *globalOptions) *cobra.Command {
@@ -83,7 +84,8 @@ included, as ssh does: it is your command's (see docs/security.md).
 	f.BoolVarP(&opts.TTY, "tty", "t", false, "run on a pseudo-terminal")
 	f.BoolVarP(&opts.Detach, "detach", "d", false, "run in the background and print the pid")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable KEY=VALUE (repeatable)")
-	f.StringVarP(&opts.Dir, "workdir", "w", "", "working directory inside the sandbox (default /)")
+	f.StringVarP(&opts.Dir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /)")
+	f.StringVarP(&opts.User, "user", "u", "", "user[:group] or uid[:gid] to run as (default: the image's, else root)")
 	return cmd
 }
 
@@ -130,6 +132,7 @@ func runExec(ctx context.Context, opts execOptions, g *globalOptions) error {
 		Command: opts.Command,
 		Env:     opts.Env,
 		Dir:     opts.Dir,
+		User:    opts.User,
 		TTY:     opts.TTY,
 		Stdin:   opts.Interactive,
 	}

@@ -201,6 +201,13 @@ func (c *Catalog) Info(ctx context.Context, name string) (api.Image, error) {
 	return api.Image{}, errdefs.New(api.CodeNoImage, "no image named %q (see `cairn image list`)", name)
 }
 
+// Config returns the config of image name (the zero value for a built-in
+// or unknown image): the defaults of its sandboxes' processes.
+func (c *Catalog) Config(ctx context.Context, name string) metadata.ImageConfig {
+	img, _ := c.pulled(ctx, name)
+	return img.Config
+}
+
 // pulled returns the stored image name, if there is one.
 func (c *Catalog) pulled(ctx context.Context, name string) (metadata.Image, bool) {
 	if c.store == nil {

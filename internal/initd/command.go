@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -25,12 +26,28 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // command builds the exec.Cmd for req, without stdio or process attributes.
 // base is the environment every command starts from. The program is looked
 // up in the PATH the command will get, not ours.
+//
+// The image's working directory and user (imageDefaults) apply when req
+// names none; a user's HOME is its home directory. The Cmd comes with
+// SysProcAttr set (its Credential); callers add to it.
 func command(base []string, req api.ExecRequest) (*exec.Cmd, error) {
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return nil, errors.New("exec: no command")
 	}
-	env := environ(base, req)
+	base, imageDir, imageUser := imageDefaults(base)
+	usr := req.User
+	if usr == "" {
+		usr = imageUser
+	}
+	who, err := lookupUser(usr)
+	if err != nil {
+		return nil, err
+	}
+	env := environ(base, req, who.home)
 	dir := req.Dir
+	if dir == "" {
+		dir = imageDir
+	}
 	if dir == "" {
 		dir = "/"
 	}
@@ -41,7 +58,8 @@ func command(base []string, req api.ExecRequest) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &exec.Cmd{Path: path, Args: req.Command, Env: env, Dir: dir}, nil
+	return &exec.Cmd{Path: path, Args: req.Command, Env: env, Dir: dir,
+		SysProcAttr: &syscall.SysProcAttr{Credential: who.cred}}, nil
 }
 
 // checkDir says why dir cannot be a working directory. Without it, Start
@@ -62,14 +80,17 @@ func checkDir(dir string) error {
 }
 
 // environ is the environment of req's command: PATH and HOME defaults,
-// then base without TERM (toolsDir added to the end of its PATH), then TERM
-// for a terminal, then req.Env. A later KEY=VALUE replaces an earlier one.
-func environ(base []string, req api.ExecRequest) []string {
+// then base without TERM (toolsDir added to the end of its PATH), the
+// user's home as HOME, then TERM for a terminal, then req.Env. A later KEY=VALUE replaces an earlier one.
+func environ(base []string, req api.ExecRequest, home string) []string {
 	env := []string{"PATH=" + defaultPath, "HOME=/root"}
 	for _, kv := range base {
 		if !strings.HasPrefix(kv, "TERM=") { // it describes cairn-init's console
 			env = setenv(env, kv)
 		}
+	}
+	if home != "" {
+		env = setenv(env, "HOME="+home)
 	}
 	if path := pathOf(env); !slices.Contains(filepath.SplitList(path), toolsDir) {
 		env = setenv(env, "PATH="+strings.TrimSuffix(path, ":")+":"+toolsDir)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
 
 	"github.com/hashicorp/yamux"
 
@@ -105,7 +104,7 @@ func (s *server) replyStarted(st *yamux.Stream, req api.ExecRequest, pid int, se
 // /dev/null (what exec.Cmd gives nil Stdin, Stdout and Stderr). The reaper
 // collects it when it exits.
 func (s *server) startDetached(cmd *exec.Cmd) (int, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr.Setpgid = true
 	pid, _, err := s.reaper.start(cmd)
 	if err != nil {
 		return 0, err
@@ -152,7 +151,7 @@ func (s *server) startPipes(cmd *exec.Cmd, req api.ExecRequest) (_ *session, err
 			cmd.Stderr = w
 		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr.Setpgid = true
 	if sess.pid, sess.exited, err = s.reaper.start(cmd); err != nil {
 		return nil, err
 	}
@@ -171,7 +170,7 @@ func (s *server) startTTY(cmd *exec.Cmd, req api.ExecRequest) (*session, error) 
 	}
 	defer slave.Close()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
 	pid, exited, err := s.reaper.start(cmd)
 	if err != nil {
 		master.Close()

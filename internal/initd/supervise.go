@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -204,7 +203,7 @@ func (m *services) launch(sv *service) (_ *proc, err error) {
 	}
 	defer w.Close()
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr.Setpgid = true
 
 	m.mu.Lock()
 	if m.stopping {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -143,6 +144,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		LogPath:   filepath.Join(dir, "console.log"),
 		Stdin:     stdin,
 	}
+	spec.Env = append(spec.Env, imageEnv(r.cfg.Images.Config(ctx, sb.Image))...)
 	if err := r.cfg.Disks.LimitRoot(ctx, sb); err != nil {
 		return err
 	}
@@ -485,4 +487,26 @@ func (r *runner) sweep(ctx context.Context, known map[string]bool) (map[string][
 		}
 	}
 	return containers, nil
+}
+
+// imageEnv is what cairn-init's environment gets of an image's config:
+// its Env (which every command and service starts from), and its working
+// directory and user, which cairn-init takes as the defaults of commands
+// and services (initd/user.go) and does not pass on.
+func imageEnv(cfg metadata.ImageConfig) []string {
+	var env []string
+	for _, kv := range cfg.Env {
+		// CAIRN_* is cairn's own (the memory limit cairn-init holds the
+		// sandbox to): an image does not set it.
+		if k, _, ok := strings.Cut(kv, "="); ok && k != "" && !strings.HasPrefix(k, "CAIRN_") {
+			env = append(env, kv)
+		}
+	}
+	if cfg.WorkingDir != "" {
+		env = append(env, "CAIRN_IMAGE_WORKDIR="+cfg.WorkingDir)
+	}
+	if cfg.User != "" {
+		env = append(env, "CAIRN_IMAGE_USER="+cfg.User)
+	}
+	return env
 }
