@@ -17,9 +17,9 @@
 //     reference; WriteDockerSave, WriteOCILayout and WriteOCILayoutTar write
 //     it to disk.
 //   - CorruptBlob, ReplaceBlob and DropBlob change how the registry answers
-//     for one blob (bytes that do not match the digest, a valid blob under
-//     another blob's digest, no blob); WrongDiffID makes an image whose
-//     config names a layer's uncompressed digest wrongly.
+//     for one blob: bytes that do not match the digest, another valid layer
+//     of the same size under the digest, no blob. WrongDiffID makes an
+//     image whose config names a layer's uncompressed digest wrongly.
 //
 // Everything is deterministic: the same entries give the same digests, so a
 // test may compare digests across runs of the builders.

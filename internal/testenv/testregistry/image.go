@@ -149,21 +149,6 @@ func Layer(t testing.TB, entries ...Entry) v1.Layer {
 	return l
 }
 
-// Compressed is l's blob: the bytes a registry serves for it.
-func Compressed(t testing.TB, l v1.Layer) []byte {
-	t.Helper()
-	rc, err := l.Compressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // LayerDigests are the digests ("sha256:…") of img's layer blobs, bottom
 // first.
 func LayerDigests(t testing.TB, img v1.Image) []string {

@@ -31,6 +31,13 @@ type Options struct {
 	// `WWW-Authenticate: Basic realm="testregistry"` and a distribution-spec
 	// error body (code UNAUTHORIZED); that includes the version check
 	// GET /v2/ that clients send first to learn which scheme to use.
+	//
+	// go-containerregistry's client, told of no credentials, sends none
+	// and gets 401 on the manifest. Given remote.WithAuth(&authn.Basic{
+	// Username: …, Password: …}) (or a keychain that resolves to them),
+	// it sees the Basic challenge on GET /v2/ and sends them with every
+	// request after; it sends nothing when either is empty, so Password
+	// must not be.
 	Username, Password string
 }
 
@@ -64,6 +71,9 @@ const pushHeader = "X-Testregistry-Push"
 // "http" for loopback addresses.
 func Start(t testing.TB, opts Options) *Registry {
 	t.Helper()
+	if opts.Username != "" && opts.Password == "" {
+		t.Fatal("testregistry: a Username needs a Password")
+	}
 	r := &Registry{opts: opts, blobs: &blobStore{blobs: map[string][]byte{}, faults: map[string]fault{}}}
 	quiet := log.New(io.Discard, "", 0)
 	h := registry.New(registry.Logger(quiet), registry.WithBlobHandler(r.blobs))
@@ -250,13 +260,34 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // every repository, before or after the blob is pushed.
 func (r *Registry) CorruptBlob(digest string) { r.blobs.setFault(digest, fault{kind: corrupt}) }
 
-// ReplaceBlob makes the registry serve body, with its own length, as the
-// blob with this digest from now on: a manifest then names a digest that
-// its content does not have. With body another layer's compressed bytes
-// (see Compressed), the content is a valid layer that only a digest check
-// refuses.
-func (r *Registry) ReplaceBlob(digest string, body []byte) {
-	r.blobs.setFault(digest, fault{kind: replace, body: bytes.Clone(body)})
+// ReplaceBlob makes the registry serve, as the blob with this digest
+// ("sha256:…", a blob already pushed) from now on, the content of the
+// layer with, compressed with gzip and padded to the blob's length (with
+// gzip header fields and empty gzip members): a valid layer of the right
+// size under a digest it does not have, which only a digest check
+// refuses. The test fails if with's content does not fit in that length.
+func (r *Registry) ReplaceBlob(t testing.TB, digest string, with v1.Layer) {
+	t.Helper()
+	r.blobs.mu.Lock()
+	orig, ok := r.blobs.blobs[digest]
+	r.blobs.mu.Unlock()
+	if !ok {
+		t.Fatalf("ReplaceBlob: no blob %s was pushed", digest)
+	}
+	rc, err := with.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	raw, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := gzipPadded(raw, len(orig))
+	if err != nil {
+		t.Fatalf("ReplaceBlob %s: %v", digest, err)
+	}
+	r.blobs.setFault(digest, fault{kind: replace, body: body})
 }
 
 // DropBlob makes the registry answer 404 BLOB_UNKNOWN for the blob with

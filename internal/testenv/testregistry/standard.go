@@ -29,8 +29,8 @@ func WithBusybox() StandardOption { return func(s *standard) { s.busybox = true 
 // WithOCI gives the image OCI media types (see Config.OCI).
 func WithOCI() StandardOption { return func(s *standard) { s.oci = true } }
 
-// BusyboxLinks are the commands WithBusybox links to /bin/busybox.
-var BusyboxLinks = []string{"sh", "cat", "ls", "id", "stat", "pwd", "env"}
+// busyboxLinks are the commands WithBusybox links to /bin/busybox.
+var busyboxLinks = []string{"sh", "cat", "ls", "id", "stat", "pwd", "env"}
 
 // The times of the Standard layers' entries: each layer's own, so a test
 // can tell which layer an attribute came from.
@@ -170,7 +170,7 @@ func busyboxEntries(t testing.TB) []Entry {
 		t.Fatal(err)
 	}
 	entries := []Entry{Dir("bin", 0o755), File("bin/busybox", string(body), 0o755)}
-	for _, name := range BusyboxLinks {
+	for _, name := range busyboxLinks {
 		entries = append(entries, Symlink("bin/"+name, "busybox"))
 	}
 	return entries
