@@ -12,7 +12,8 @@
 //   - Standard is the reference image of three layers (whiteouts, an opaque
 //     directory, hard and symbolic links, a setuid file, an extended
 //     attribute, a file owned by 1000:1000) and StandardExpect says what
-//     its unpacked tree and config must be.
+//     its unpacked tree and config must be; Expect.Check compares a tree
+//     with it.
 //   - Push and PushIndex put an image, or one image per platform, under a
 //     reference; WriteDockerSave, WriteOCILayout and WriteOCILayoutTar write
 //     it to disk.
