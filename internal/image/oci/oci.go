@@ -11,6 +11,8 @@
 package oci
 
 import (
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -226,10 +228,19 @@ func applyLayer(ctx context.Context, l v1.Layer, want v1.Hash, root *os.File, i,
 // pool is L07 (the caller's wrap), any other the error as it is.
 func layerError(err error, digest string) error {
 	switch {
-	case errors.Is(err, unpack.ErrInvalid), errors.Is(err, unpack.ErrUnsafe), errors.Is(err, unpack.ErrLimit), isDigestMismatch(err):
+	case errors.Is(err, unpack.ErrInvalid), errors.Is(err, unpack.ErrUnsafe), errors.Is(err, unpack.ErrLimit), isDigestMismatch(err), isCorruptStream(err):
 		return errdefs.Wrap(api.CodeImageDamaged, err, "layer %s", digest)
 	}
 	return fmt.Errorf("layer %s: %w", digest, err)
+}
+
+// isCorruptStream reports whether err is a compressed stream's own
+// complaint (a broken or cut short gzip or zstd stream), not the
+// network's.
+func isCorruptStream(err error) bool {
+	var flateErr flate.CorruptInputError
+	return errors.As(err, &flateErr) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "zstd")
 }
 
 func isDigestMismatch(err error) bool {

@@ -1,0 +1,146 @@
+package integration
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/testenv/testregistry"
+)
+
+// An image pulled from a registry on loopback (one that wants
+// credentials) holds every file and attribute its layers make, whiteouts
+// and opaque directories applied; its sandboxes run as its user, in its
+// working directory, with its environment; they checkpoint, restore as
+// new and fork as any other; a second pull of its digest fetches no layer;
+// an image in use is not deleted.
+func TestImagePullFromARegistry(t *testing.T) {
+	reg := testregistry.Start(t, testregistry.Options{Username: "puller", Password: "s3cret"})
+	ref := reg.Ref("team/app", "1")
+	digest := reg.Push(t, ref, testregistry.Standard(t, testregistry.WithBusybox()))
+	d := startDaemon(t)
+
+	// Credentials: refused without, and with wrong ones.
+	if code := d.errorCode("image", "pull", ref, "--insecure", "--name", "app"); code != api.CodeRegistryDenied {
+		t.Fatalf("pull without credentials: %s, want %s", code, api.CodeRegistryDenied)
+	}
+	if _, _, code := d.cli("wrong\n", "image", "pull", ref, "--insecure", "--name", "app", "--username", "puller", "--password-stdin"); code == 0 {
+		t.Fatal("pull with a wrong password succeeded")
+	}
+	out, errOut, code := d.cli("s3cret\n", "--json", "image", "pull", ref, "--insecure", "--name", "app", "--username", "puller", "--password-stdin")
+	if code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errOut)
+	}
+	var img api.Image
+	if err := json.Unmarshal([]byte(out), &img); err != nil || img.Name != "app" || img.Digest != digest || img.Source != ref || !img.Ready {
+		t.Fatalf("pulled %+v (%v), want app at %s", img, err, digest)
+	}
+	if c := img.Config; c == nil || c.WorkingDir != "/home/app" || c.User != "1000:1000" || len(c.ExposedPorts) != 1 || c.ExposedPorts[0] != 8080 {
+		t.Fatalf("config %+v", img.Config)
+	}
+	if !strings.Contains(errOut, "Layer 4/4") {
+		t.Errorf("no layer progress on stderr: %q", errOut)
+	}
+	// Every file as its layers make it, on the host's copy of the image,
+	// and the directories cairn gives every root.
+	want := testregistry.StandardExpect(t, testregistry.WithBusybox())
+	for _, dir := range []string{"/.cairn", "/dev", "/proc", "/sys"} {
+		want.Files[dir] = testregistry.Want{Type: tar.TypeDir, Mode: 0o755}
+	}
+	want.Files["/tmp"] = testregistry.Want{Type: tar.TypeDir, Mode: 0o1777}
+	want.Check(t, filepath.Join(d.dataDir, "pool", "images", "app"))
+
+	// The same digest again, under another name: no blob fetched.
+	before := reg.BlobGets()
+	d.cli("s3cret\n", "image", "pull", ref, "--insecure", "--name", "app-again", "--username", "puller", "--password-stdin")
+	if got := d.mustCLI("--json", "image", "info", "app-again"); !strings.Contains(got, digest) {
+		t.Fatalf("second name: %s", got)
+	}
+	if n := reg.BlobGets() - before; n != 0 {
+		t.Errorf("a second pull of the same digest fetched %d blobs", n)
+	}
+
+	// A sandbox of it runs as the image says.
+	d.create("app1", "--image", "app")
+	if got := d.sh("app1", "id -u; id -g; pwd; echo $APP_MODE; stat -c '%a %u' /usr/bin/suid; cat file; ls /opt/old"); got != "1000\n1000\n/home/app\ntest\n4755 0\napp file\nb\n" {
+		t.Fatalf("inside the sandbox: %q", got)
+	}
+	if got := d.mustCLI("exec", "app1", "--user", "0", "-w", "/", "--", "sh", "-c", "id -u; pwd; cat /etc/base.conf"); got != "0\n/\nbase v2\n" {
+		t.Fatalf("exec --user 0 -w /: %q", got)
+	}
+	// Checkpoint, restore as new, fork: the same files and defaults.
+	d.sh("app1", "echo mine > /home/app/mine")
+	ck := d.checkpoint("app1")
+	d.sh("app1", "rm /home/app/mine")
+	d.mustCLI("checkpoint", "restore", "app1", ck.ID, "--as", "app2")
+	if got := d.sh("app2", "cat /home/app/mine; id -u; pwd"); got != "mine\n1000\n/home/app\n" {
+		t.Fatalf("restored as new: %q", got)
+	}
+	d.mustCLI("fork", "app2", "--count", "1", "--name-prefix", "appf")
+	if got := d.sh("appf-1", "cat /home/app/mine; echo $APP_MODE"); got != "mine\ntest\n" {
+		t.Fatalf("fork: %q", got)
+	}
+
+	// In use: refused; once nothing uses it, deleted with its files.
+	if code := d.errorCode("image", "delete", "app"); code != api.CodeImageInUse {
+		t.Fatalf("delete of an image in use: %s, want %s", code, api.CodeImageInUse)
+	}
+	d.mustCLI("image", "delete", "app-again")
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "images", "app-again")); !os.IsNotExist(err) {
+		t.Errorf("app-again's files after its delete: %v", err)
+	}
+	if code := d.errorCode("image", "info", "app-again"); code != api.CodeNoImage {
+		t.Errorf("info of a deleted image: %s", code)
+	}
+}
+
+// A damaged layer, a config whose diff id does not match, an unknown tag
+// and a taken name each fail with their code and leave nothing.
+func TestImagePullFailuresLeaveNothing(t *testing.T) {
+	reg := testregistry.Start(t, testregistry.Options{})
+	d := startDaemon(t)
+	img := testregistry.Standard(t)
+
+	corrupt := reg.Ref("bad/corrupt", "1")
+	reg.Push(t, corrupt, img)
+	reg.CorruptBlob(testregistry.LayerDigests(t, img)[1])
+	wrongDiff := reg.Ref("bad/diffid", "1")
+	other := testregistry.Image(t, testregistry.Config{}, testregistry.Layer(t, testregistry.File("x", "y\n", 0o644)))
+	reg.Push(t, wrongDiff, testregistry.WrongDiffID(t, other, 0))
+
+	for _, tc := range []struct {
+		ref, name, code string
+	}{
+		{corrupt, "corrupt", api.CodeImageDamaged},
+		{wrongDiff, "diffid", api.CodeImageDamaged},
+		{reg.Ref("bad/none", "nope"), "none", api.CodeNoSuchImage},
+		{"127.0.0.1:1/x/y:1", "unreachable", api.CodeRegistryFailed},
+		{"not a ref", "x", api.CodeInvalidArgument},
+		{reg.Ref("bad/diffid", "1"), "busybox", api.CodeImageExists},
+	} {
+		out, _, _ := d.cli("", "--json", "image", "pull", tc.ref, "--insecure", "--name", tc.name)
+		var eb api.ErrorBody
+		if json.Unmarshal([]byte(out), &eb); eb.Error.Code != tc.code {
+			t.Errorf("pull %s as %s: %s (%s), want %s", tc.ref, tc.name, eb.Error.Code, eb.Error.Message, tc.code)
+		}
+		if tc.name != "busybox" {
+			if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "images", tc.name)); !os.IsNotExist(err) {
+				t.Errorf("%s: its files are left: %v", tc.name, err)
+			}
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(d.dataDir, "pool", "tmp", "pull-*")); len(left) > 0 {
+		t.Errorf("work subvolumes left: %v", left)
+	}
+	var imgs []api.Image
+	json.Unmarshal([]byte(d.mustCLI("--json", "image", "list")), &imgs)
+	for _, i := range imgs {
+		if i.Digest != "" {
+			t.Errorf("an image recorded after failed pulls: %+v", i)
+		}
+	}
+}
