@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -91,11 +92,28 @@ func debianBuilder(cacheDir string) func(ctx context.Context, dir string, report
 		if err := os.MkdirAll(debs, 0o755); err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase",
-			"--include=procps,curl,sqlite3,ca-certificates",
-			"--cache-dir="+debs, "bookworm", dir, "http://deb.debian.org/debian")
-		if err := runWithProgress(cmd, report.step); err != nil {
-			return fmt.Errorf("debootstrap: %w", err)
+		// A mirror that fails to answer once (measured: "Failed getting
+		// release file") is tried again, from an empty tree, twice.
+		for try := 1; ; try++ {
+			cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase",
+				"--include=procps,curl,sqlite3,ca-certificates",
+				"--cache-dir="+debs, "bookworm", dir, "http://deb.debian.org/debian")
+			err := runWithProgress(cmd, report.step)
+			if err == nil {
+				break
+			}
+			if try == 3 || ctx.Err() != nil || !mirrorFailed(err) {
+				return fmt.Errorf("debootstrap: %w", err)
+			}
+			report.step(fmt.Sprintf("The Debian mirror failed (%v); trying again (%d of 3)", err, try+1))
+			if err := emptyDir(dir); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(try) * 2 * time.Second):
+			}
 		}
 		// runsc sets the live hostname per sandbox; this is the fallback.
 		return os.WriteFile(filepath.Join(dir, "etc/hostname"), []byte("cairn\n"), 0o644)
@@ -150,4 +168,26 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// mirrorFailed reports whether a debootstrap error is the mirror's (a
+// download that failed), worth another try.
+func mirrorFailed(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Failed getting release file") || strings.Contains(s, "Couldn't download") ||
+		strings.Contains(s, "Failed getting") || strings.Contains(s, "Temporary failure")
+}
+
+// emptyDir removes what is in dir, not dir itself.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

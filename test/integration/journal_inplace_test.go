@@ -266,8 +266,8 @@ func TestDeleteInterruptedIsFinishedOrUndone(t *testing.T) {
 	// finished, and nothing of it is left. What is left to do then (its
 	// root, its host directory) takes milliseconds: a few tries.
 	for try := 0; ; try++ {
-		if try == 5 {
-			t.Fatal("five deletes ended before cairnd could be killed after their row went")
+		if try == 25 {
+			t.Fatal("25 deletes ended before cairnd could be killed after their row went")
 		}
 		d.create("gone")
 		listed := func() bool {
