@@ -81,15 +81,21 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 }
 
 // send sends a request and returns the response if its status is below 400;
-// otherwise it returns the API error.
+// otherwise it returns the API error. body is sent as JSON, or as it is if
+// it is an io.Reader.
 func (c *Client) send(ctx context.Context, method, path string, body any, header http.Header) (*http.Response, error) {
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	isJSON := false
+	switch b := body.(type) {
+	case nil:
+	case io.Reader: // raw, its Content-Type in header
+		rd = b
+	default:
+		j, err := json.Marshal(body)
 		if err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(b)
+		rd, isJSON = bytes.NewReader(j), true
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://cairnd"+path, rd)
 	if err != nil {
@@ -98,7 +104,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any, header
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	if body != nil {
+	if isJSON {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/url"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -34,4 +36,19 @@ func (c *Client) Image(ctx context.Context, name string) (api.Image, error) {
 // DeleteImage deletes the image called name.
 func (c *Client) DeleteImage(ctx context.Context, name string) error {
 	return c.do(ctx, "DELETE", "/v1/images/"+url.PathEscape(name), nil, nil)
+}
+
+// ImportImage sends an image archive (a docker save or OCI layout tar, or
+// a gzip of either) to be imported as the image name; source is its file
+// name, recorded as where the image came from. Follow the operation with
+// WaitImage.
+func (c *Client) ImportImage(ctx context.Context, archive io.Reader, name, source string) (api.Operation, error) {
+	var op api.Operation
+	q := url.Values{"name": {name}, "source": {source}}
+	resp, err := c.send(ctx, "POST", "/v1/images/import?"+q.Encode(), archive, http.Header{"Content-Type": {"application/x-tar"}})
+	if err != nil {
+		return op, err
+	}
+	defer resp.Body.Close()
+	return op, json.NewDecoder(resp.Body).Decode(&op)
 }

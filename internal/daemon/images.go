@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"io"
+	"os"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/image"
@@ -21,5 +23,19 @@ func (s imageService) Pull(_ context.Context, req api.PullImageRequest) (*operat
 	return s.ops.Start("image.pull", "image/"+req.Ref, func(ctx context.Context, op *operation.Op) (any, error) {
 		return s.Catalog.Pull(ctx, image.PullRequest{Ref: req.Ref, Name: req.Name,
 			Fetch: oci.FetchOptions{Insecure: req.Insecure, Username: req.Username, Password: req.Password}}, op.Record)
+	}), nil
+}
+
+// Import receives an archive (body, a tar or a gzip of one) and starts
+// importing it as the image name; source is the file's name, for the
+// record.
+func (s imageService) Import(_ context.Context, body io.Reader, name, source string) (*operation.Op, error) {
+	path, err := s.Catalog.ReceiveArchive(body)
+	if err != nil {
+		return nil, err
+	}
+	return s.ops.Start("image.import", "image/"+name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer os.Remove(path)
+		return s.Catalog.Import(ctx, image.ImportRequest{Path: path, Name: name, Source: "import:" + source}, op.Record)
 	}), nil
 }

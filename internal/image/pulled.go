@@ -1,9 +1,12 @@
 package image
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -75,49 +79,54 @@ func (c *Catalog) Pull(ctx context.Context, req PullRequest, report Reporter) (a
 	if req.Name == "" {
 		req.Name = DefaultName(ref)
 	}
-	if !namePattern.MatchString(req.Name) {
-		return api.Image{}, errdefs.New(api.CodeInvalidArgument, "invalid image name %q: lower-case letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit", req.Name)
+	return c.install(ctx, img, req.Name, req.Ref, report)
+}
+
+// install makes img, from source, the image called name (see Pull).
+func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string, report Reporter) (api.Image, error) {
+	if !namePattern.MatchString(name) {
+		return api.Image{}, errdefs.New(api.CodeInvalidArgument, "invalid image name %q: lower-case letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit", name)
 	}
-	if _, builtin := c.builders[req.Name]; builtin {
-		return api.Image{}, errdefs.New(api.CodeImageExists, "%s is a built-in image's name: pull with --name OTHER", req.Name)
+	if _, builtin := c.builders[name]; builtin {
+		return api.Image{}, errdefs.New(api.CodeImageExists, "%s is a built-in image's name: choose another --name", name)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return api.Image{}, errdefs.Wrap(api.CodeImageDamaged, err, "image %s", req.Ref)
+		return api.Image{}, errdefs.Wrap(api.CodeImageDamaged, err, "image %s", source)
 	}
 
-	unlock := c.lockName(req.Name)
+	unlock := c.lockName(name)
 	defer unlock()
-	if have, err := c.store.Image(ctx, req.Name); err == nil {
+	if have, err := c.store.Image(ctx, name); err == nil {
 		if have.Digest == digest.String() {
-			report.step(fmt.Sprintf("Image %s is %s already", req.Name, have.Digest))
+			report.step(fmt.Sprintf("Image %s is %s already", name, have.Digest))
 			return c.apiImage(have), nil
 		}
-		return api.Image{}, errdefs.New(api.CodeImageExists, "image %s exists with another digest (%s): delete it first, or pull with --name OTHER", req.Name, have.Digest)
+		return api.Image{}, errdefs.New(api.CodeImageExists, "image %s exists with another digest (%s): delete it first, or choose another --name", name, have.Digest)
 	} else if !errors.Is(err, metadata.ErrNotFound) {
 		return api.Image{}, err
 	}
 
-	rec := metadata.Image{Name: req.Name, Digest: digest.String(), Source: req.Ref,
-		DiskPath: filepath.ToSlash(filepath.Join("images", req.Name)), CreatedAt: c.now().UTC()}
-	dst := c.pool.ImagePath(req.Name)
+	rec := metadata.Image{Name: name, Digest: digest.String(), Source: source,
+		DiskPath: filepath.ToSlash(filepath.Join("images", name)), CreatedAt: c.now().UTC()}
+	dst := c.pool.ImagePath(name)
 	if same, err := c.store.ImagesByDigest(ctx, rec.Digest); err == nil && len(same) > 0 {
 		// The same image under another name: its disk, instantly.
 		src := same[0]
-		report.step(fmt.Sprintf("Image %s is %s's digest: sharing its files", req.Name, src.Name))
+		report.step(fmt.Sprintf("Image %s is %s's digest: sharing its files", name, src.Name))
 		rec.Config, rec.SizeBytes = src.Config, src.SizeBytes
 		if err := c.pool.Snapshot(ctx, c.pool.ImagePath(src.Name), dst, true); err != nil {
-			return api.Image{}, poolError(err, req.Name)
+			return api.Image{}, poolError(err, name)
 		}
 		return c.record(ctx, rec, dst)
 	}
 
-	tmp := c.pool.TempPath("pull-" + req.Name)
+	tmp := c.pool.TempPath("pull-" + name)
 	if err := c.pool.Delete(ctx, tmp); err != nil {
 		return api.Image{}, err
 	}
 	if err := c.pool.Create(ctx, tmp); err != nil {
-		return api.Image{}, poolError(err, req.Name)
+		return api.Image{}, poolError(err, name)
 	}
 	defer c.pool.Delete(context.WithoutCancel(ctx), tmp)
 	root, err := os.Open(tmp)
@@ -131,7 +140,7 @@ func (c *Catalog) Pull(ctx context.Context, req PullRequest, report Reporter) (a
 	root.Close()
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || isNoSpace(err) {
-			return api.Image{}, poolError(err, req.Name)
+			return api.Image{}, poolError(err, name)
 		}
 		return api.Image{}, err
 	}
@@ -140,10 +149,44 @@ func (c *Catalog) Pull(ctx context.Context, req PullRequest, report Reporter) (a
 	}
 	rec.Config, rec.SizeBytes = res.Config, res.Bytes
 	if err := c.pool.Snapshot(ctx, tmp, dst, true); err != nil {
-		return api.Image{}, poolError(err, req.Name)
+		return api.Image{}, poolError(err, name)
 	}
-	report.step(fmt.Sprintf("Image %s ready: %d layers, %s, %s", req.Name, res.Layers, mib(res.Bytes), res.Digest))
+	report.step(fmt.Sprintf("Image %s ready: %d layers, %s, %s", name, res.Layers, mib(res.Bytes), res.Digest))
 	return c.record(ctx, rec, dst)
+}
+
+// ImportRequest is what Import imports.
+type ImportRequest struct {
+	Path   string // the archive: a docker save or OCI layout tar
+	Name   string // the image's name in cairn (required)
+	Source string // what to record as its source: "import:<file name>"
+}
+
+// Import makes the image in the archive req.Path the image req.Name, as
+// Pull does with a registry's. Errors: V02 (no or bad name), I03 (no
+// image for this platform), I06 (not an image archive, or a damaged
+// one), I07, L07.
+func (c *Catalog) Import(ctx context.Context, req ImportRequest, report Reporter) (api.Image, error) {
+	if report == nil {
+		report = func(api.Progress, string) {}
+	}
+	if c.store == nil {
+		return api.Image{}, errors.New("image catalog without a metadata store: importing is off")
+	}
+	if req.Name == "" {
+		return api.Image{}, errdefs.New(api.CodeInvalidArgument, "import needs the image's name (--name)")
+	}
+	scratch, err := os.MkdirTemp(filepath.Dir(req.Path), "layout-")
+	if err != nil {
+		return api.Image{}, err
+	}
+	defer os.RemoveAll(scratch)
+	report.step(fmt.Sprintf("Reading %s", req.Source))
+	img, err := oci.OpenArchive(req.Path, scratch)
+	if err != nil {
+		return api.Image{}, err
+	}
+	return c.install(ctx, img, req.Name, req.Source, report)
 }
 
 // record stores rec, whose disk is dst; if it cannot, the disk goes.
@@ -291,3 +334,40 @@ func shortDigest(d string) string {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// ReceiveArchive writes an uploaded archive (a tar, or a gzip of one) to
+// a new file in the pool's work area, and returns its path; the caller
+// removes it. A full pool is L07.
+func (c *Catalog) ReceiveArchive(body io.Reader) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(c.pool.TempPath("x")), 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(filepath.Dir(c.pool.TempPath("x")), "import-*.tar")
+	if err != nil {
+		return "", err
+	}
+	br := bufio.NewReaderSize(body, 64<<10)
+	var src io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return "", errdefs.Wrap(api.CodeImageDamaged, err, "the archive")
+		}
+		defer zr.Close()
+		src = zr
+	}
+	_, err = io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		if isNoSpace(err) {
+			return "", errdefs.Wrap(api.CodePoolFull, err, "receive the archive: the pool is full")
+		}
+		return "", fmt.Errorf("receive the archive: %w", err)
+	}
+	return f.Name(), nil
+}

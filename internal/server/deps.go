@@ -172,6 +172,10 @@ type Images interface {
 	// Pull starts pulling req.Ref from its registry; the operation's
 	// result is the api.Image. Its errors: V02, I03-I07, L07.
 	Pull(ctx context.Context, req api.PullImageRequest) (*operation.Op, error)
+	// Import reads an image archive (docker save or OCI layout tar, or a
+	// gzip of either) from body and starts making it the image name;
+	// source is the archive's file name. V02, I03, I06, I07, L07.
+	Import(ctx context.Context, body io.Reader, name, source string) (*operation.Op, error)
 }
 
 // Operations holds the long work in progress and recently finished.

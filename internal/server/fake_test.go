@@ -266,6 +266,11 @@ func (f fakeImages) Delete(_ context.Context, name string) error {
 	return f.err
 }
 
+func (f fakeImages) Import(_ context.Context, body io.Reader, name, source string) (*operation.Op, error) {
+	b, _ := io.ReadAll(body)
+	return f.op("Images.Import", "", string(b), name, source)
+}
+
 func (f fakeImages) Pull(_ context.Context, req api.PullImageRequest) (*operation.Op, error) {
 	return f.op("Images.Pull", "", req)
 }

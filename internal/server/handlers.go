@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/bounds"
@@ -52,6 +53,29 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.New(api.CodeInvalidArgument, "pull needs a reference (ref), such as python:3.12 or registry.example.com/team/app:1")
 	}
 	op, err := s.images.Pull(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return accepted(w, r, op)
+}
+
+// importImage receives an image archive as the request body (a tar, or
+// gzip of one: Content-Type application/x-tar or application/gzip) and
+// starts importing it as ?name=NAME (202 and the operation; its result
+// is the Image). The body may take as long as it takes.
+func (s *Server) importImage(w http.ResponseWriter, r *http.Request) error {
+	name, source := r.URL.Query().Get("name"), r.URL.Query().Get("source")
+	if name == "" {
+		return errdefs.New(api.CodeInvalidArgument, "import needs the image's name (?name=NAME)")
+	}
+	if source == "" {
+		source = "upload"
+	}
+	if len(source) > 255 {
+		source = source[:255]
+	}
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	op, err := s.images.Import(r.Context(), r.Body, name, source)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,8 @@ var routeCases = []routeCase{
 		want: &call{"Images.List", "", nil}, bodyHas: `"busybox"`},
 	{method: "POST", pattern: "/v1/images/pull", path: "/v1/images/pull", body: `{"ref":"127.0.0.1:5000/app:1","name":"app","insecure":true}`, status: 202,
 		want: &call{"Images.Pull", "", []any{api.PullImageRequest{Ref: "127.0.0.1:5000/app:1", Name: "app", Insecure: true}}}},
+	{method: "POST", pattern: "/v1/images/import", path: "/v1/images/import?name=app&source=app.tar", body: `TARBYTES`, status: 202,
+		want: &call{"Images.Import", "", []any{"TARBYTES", "app", "app.tar"}}},
 	{method: "GET", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,
 		want: &call{"Images.Info", "", []any{"app"}}, bodyHas: `"name":"app"`},
 	{method: "DELETE", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,

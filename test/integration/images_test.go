@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,5 +143,91 @@ func TestImagePullFailuresLeaveNothing(t *testing.T) {
 		if i.Digest != "" {
 			t.Errorf("an image recorded after failed pulls: %+v", i)
 		}
+	}
+}
+
+// Images import from a docker save tar (also gzipped, also on standard
+// input), an OCI layout tar and an OCI layout directory, each with every
+// file of the reference image; an archive that is not an image, or a
+// layout tar with a name out of its layout, is I06 and leaves nothing.
+func TestImageImport(t *testing.T) {
+	d := startDaemon(t)
+	img := testregistry.Standard(t, testregistry.WithBusybox())
+	dir := t.TempDir()
+	save := filepath.Join(dir, "save.tar")
+	testregistry.WriteDockerSave(t, save, "example.com/app:1", img)
+	layoutTar := filepath.Join(dir, "layout.tar")
+	testregistry.WriteOCILayoutTar(t, layoutTar, "app:1", img)
+	layoutDir := filepath.Join(dir, "layout")
+	testregistry.WriteOCILayout(t, layoutDir, "app:1", img)
+	gz := filepath.Join(dir, "save.tar.gz")
+	if out, err := exec.Command("sh", "-c", "gzip -c "+save+" > "+gz).CombinedOutput(); err != nil {
+		t.Fatalf("gzip: %v %s", err, out)
+	}
+
+	want := testregistry.StandardExpect(t, testregistry.WithBusybox())
+	for _, d := range []string{"/.cairn", "/dev", "/proc", "/sys"} {
+		want.Files[d] = testregistry.Want{Type: tar.TypeDir, Mode: 0o755}
+	}
+	want.Files["/tmp"] = testregistry.Want{Type: tar.TypeDir, Mode: 0o1777}
+	for _, tc := range []struct{ name, path, stdin string }{
+		{"from-save", save, ""},
+		{"from-layout-tar", layoutTar, ""},
+		{"from-layout-dir", layoutDir, ""},
+		{"from-gzip", gz, ""},
+	} {
+		out, errOut, code := d.cli("", "--json", "image", "import", tc.path, "--name", tc.name)
+		if code != 0 {
+			t.Fatalf("import %s: exit %d: %s", tc.path, code, errOut)
+		}
+		var got api.Image
+		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Config == nil || got.Config.User != "1000:1000" || !strings.HasPrefix(got.Source, "import:") {
+			t.Fatalf("import %s: %+v %v", tc.path, got, err)
+		}
+		want.Check(t, filepath.Join(d.dataDir, "pool", "images", tc.name))
+	}
+	raw, _ := os.ReadFile(save)
+	if _, errOut, code := d.cli(string(raw), "image", "import", "-", "--name", "from-stdin"); code != 0 {
+		t.Fatalf("import from stdin: %s", errOut)
+	}
+	d.create("imported", "--image", "from-layout-tar")
+	if got := d.sh("imported", "id -u; pwd; echo $APP_MODE"); got != "1000\n/home/app\ntest\n" {
+		t.Fatalf("a sandbox of an imported image: %q", got)
+	}
+
+	// Not images.
+	notImage := filepath.Join(dir, "not.tar")
+	if out, err := exec.Command("tar", "-cf", notImage, "-C", dir, "save.tar.gz").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	evil := filepath.Join(dir, "evil.tar")
+	f, _ := os.Create(evil)
+	tw := tar.NewWriter(f)
+	for _, e := range []struct{ name, body string }{{"oci-layout", `{"imageLayoutVersion":"1.0.0"}`}, {"index.json", `{}`}, {"../escape", "x"}} {
+		tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(e.body))
+	}
+	tw.Close()
+	f.Close()
+	for _, p := range []string{notImage, evil, filepath.Join(dir, "save.tar.gz") + "-missing"} {
+		out, _, code := d.cli("", "--json", "image", "import", p, "--name", "bad")
+		if code == 0 {
+			t.Fatalf("import of %s succeeded", p)
+		}
+		if !strings.HasSuffix(p, "-missing") {
+			var eb api.ErrorBody
+			if json.Unmarshal([]byte(out), &eb); eb.Error.Code != api.CodeImageDamaged {
+				t.Errorf("import of %s: %s (%s), want %s", p, eb.Error.Code, eb.Error.Message, api.CodeImageDamaged)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "escape")); err == nil {
+		t.Error("the evil layout wrote outside its directory")
+	}
+	if left, _ := filepath.Glob(filepath.Join(d.dataDir, "pool", "tmp", "*")); len(left) > 0 {
+		t.Errorf("left in the work area: %v", left)
+	}
+	if code := d.errorCode("image", "info", "bad"); code != api.CodeNoImage {
+		t.Errorf("a failed import left an image: %s", code)
 	}
 }
