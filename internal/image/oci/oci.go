@@ -11,6 +11,7 @@
 package oci
 
 import (
+	"bufio"
 	"compress/flate"
 	"compress/gzip"
 	"context"
@@ -205,8 +206,20 @@ func applyLayer(ctx context.Context, l v1.Layer, want v1.Hash, root *os.File, i,
 	if want.Algorithm != "sha256" {
 		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: diff id %s is not sha256", d, want)
 	}
+	// Reading (the fetch, its digest, the decompression and the diff
+	// id's digest) runs beside the writing of the files: two stages, on
+	// two cores.
 	h := sha256.New()
-	stats, err := unpack.Apply(ctx, root, io.TeeReader(uncompressed, h), unpack.Options{})
+	pr, pw := io.Pipe()
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		_, err := io.Copy(pw, io.TeeReader(uncompressed, h))
+		pw.CloseWithError(err)
+	}()
+	stats, err := unpack.Apply(ctx, root, bufio.NewReaderSize(pr, 1<<20), unpack.Options{})
+	pr.CloseWithError(errors.New("layer applied")) // ends the copy if Apply stopped early
+	<-readDone
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
