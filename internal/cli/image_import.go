@@ -64,22 +64,11 @@ func runImageImport(ctx context.Context, opts imageImportOptions, g *globalOptio
 		defer f.Close()
 		body = f
 	}
-	c := g.client()
-	op, err := c.ImportImage(ctx, body, opts.Name, source)
+	op, err := g.client().ImportImage(ctx, body, opts.Name, source)
 	if err != nil {
 		return err
 	}
-	events := g.events()
-	img, err := c.WaitImage(ctx, op, events.print)
-	events.end()
-	if err != nil {
-		return followError(ctx, op, "", err)
-	}
-	if g.JSON {
-		return g.printJSON(img)
-	}
-	g.printf("image %s: %s (%s)\n", img.Name, img.Digest, mibString(img.SizeBytes))
-	return nil
+	return followImage(ctx, g, op)
 }
 
 // tarDir writes the regular files and directories under dir to w as a tar

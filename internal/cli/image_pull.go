@@ -74,8 +74,14 @@ func runImagePull(ctx context.Context, opts imagePullOptions, g *globalOptions) 
 	if err != nil {
 		return err
 	}
+	return followImage(ctx, g, op)
+}
+
+// followImage follows a pull or an import to its image, showing its
+// progress, and prints the image.
+func followImage(ctx context.Context, g *globalOptions, op api.Operation) error {
 	events := g.events()
-	img, err := c.WaitImage(ctx, op, events.print)
+	img, err := g.client().WaitImage(ctx, op, events.print)
 	events.end()
 	if err != nil {
 		return followError(ctx, op, "", err)
@@ -83,7 +89,7 @@ func runImagePull(ctx context.Context, opts imagePullOptions, g *globalOptions) 
 	if g.JSON {
 		return g.printJSON(img)
 	}
-	g.printf("image %s: %s (%s)\n", img.Name, img.Digest, mibString(img.SizeBytes))
+	g.printf("image %s: %s (%s)\n", img.Name, img.Digest, formatSize(img.SizeBytes))
 	return nil
 }
 
@@ -108,7 +114,7 @@ func newImageInfoCommand(g *globalOptions) *cobra.Command {
 			if img.Digest != "" {
 				t.Row("digest", img.Digest)
 				t.Row("source", img.Source)
-				t.Row("size", mibString(img.SizeBytes))
+				t.Row("size", formatSize(img.SizeBytes))
 			}
 			if !img.CreatedAt.IsZero() {
 				t.Row("created", img.CreatedAt.Local().Format("2006-01-02 15:04:05"))
@@ -151,5 +157,3 @@ refused (I08); a built-in one's files go and are built again on first use.`,
 		},
 	}
 }
-
-func mibString(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -33,6 +33,9 @@ import (
 // dots and underscores: python-3.12).
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
+// notInName is what DefaultName replaces with '-'.
+var notInName = regexp.MustCompile(`[^a-z0-9._-]+`)
+
 // PullRequest is what Pull pulls.
 type PullRequest struct {
 	Ref   string // a registry reference: host/repo:tag, repo@sha256:…, python:3.12 (Docker Hub)
@@ -50,7 +53,7 @@ func DefaultName(ref name.Reference) string {
 		id = hex[:12]
 	}
 	n := strings.ToLower(repo + "-" + id)
-	n = regexp.MustCompile(`[^a-z0-9._-]+`).ReplaceAllString(n, "-")
+	n = notInName.ReplaceAllString(n, "-")
 	n = strings.TrimLeft(n, "._-")
 	if len(n) > 63 {
 		n = n[:63]
@@ -144,7 +147,7 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 		}
 		return api.Image{}, err
 	}
-	if err := prepareImportedRoot(tmp); err != nil {
+	if err := prepareRoot(tmp); err != nil {
 		return api.Image{}, err
 	}
 	rec.Config, rec.SizeBytes = res.Config, res.Bytes
@@ -287,34 +290,6 @@ func (c *Catalog) lockName(name string) func() {
 	}
 }
 
-// prepareImportedRoot makes the directories every sandbox root needs in
-// an unpacked image, refusing (I06) what is there and not a directory: an
-// image's /tmp that is a symbolic link must not lead cairn's own writes
-// out of the root.
-func prepareImportedRoot(dir string) error {
-	for _, d := range []string{".cairn", "proc", "sys", "dev", "tmp"} {
-		p := filepath.Join(dir, d)
-		fi, err := os.Lstat(p)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			mode := os.FileMode(0o755)
-			if err := os.Mkdir(p, mode); err != nil {
-				return err
-			}
-			if d == "tmp" {
-				if err := os.Chmod(p, 0o777|os.ModeSticky); err != nil {
-					return err
-				}
-			}
-		case err != nil:
-			return err
-		case !fi.IsDir():
-			return errdefs.New(api.CodeImageDamaged, "the image's /%s is not a directory (%s)", d, fi.Mode().Type())
-		}
-	}
-	return nil
-}
-
 func poolError(err error, name string) error {
 	if isNoSpace(err) {
 		return errdefs.Wrap(api.CodePoolFull, err, "image %s: the pool is full", name)
@@ -339,10 +314,11 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // a new file in the pool's work area, and returns its path; the caller
 // removes it. A full pool is L07.
 func (c *Catalog) ReceiveArchive(body io.Reader) (string, error) {
-	if err := os.MkdirAll(filepath.Dir(c.pool.TempPath("x")), 0o700); err != nil {
+	work := c.pool.TempPath("")
+	if err := os.MkdirAll(work, 0o700); err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp(filepath.Dir(c.pool.TempPath("x")), "import-*.tar")
+	f, err := os.CreateTemp(work, "import-*.tar")
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package image
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,18 +13,36 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // prepareRoot adds what every cairn image needs whatever its origin: the
 // mount point of /.cairn (cairn-init, the agent socket) and the standard
-// mount points gVisor fills.
+// mount points gVisor fills, each made if missing (a new /tmp 1777). One
+// that is there and not a directory (a pulled image's /tmp as a symbolic
+// link) is refused, I06: cairn's own writes must not follow it out of the
+// root.
 func prepareRoot(dir string) error {
 	for _, d := range []string{".cairn", "proc", "sys", "dev", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+		p := filepath.Join(dir, d)
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if err := os.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+			if d == "tmp" {
+				if err := os.Chmod(p, 0o777|os.ModeSticky); err != nil {
+					return err
+				}
+			}
+		case err != nil:
 			return err
+		case !fi.IsDir():
+			return errdefs.New(api.CodeImageDamaged, "the image's /%s is not a directory (%s)", d, fi.Mode().Type())
 		}
 	}
-	return os.Chmod(filepath.Join(dir, "tmp"), 0o1777|os.ModeSticky)
+	return nil
 }
 
 // buildBusybox makes a minimal tree: the static busybox and a link per applet.
@@ -32,7 +51,7 @@ func buildBusybox(ctx context.Context, dir string, report Reporter) error {
 	if err != nil {
 		return fmt.Errorf("busybox not found (install Debian's busybox-static): %w", err)
 	}
-	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "root", "home", "var/log", "run", "tmp"} {
+	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "root", "home", "var/log", "run"} { // /tmp: prepareRoot
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}

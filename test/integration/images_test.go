@@ -48,11 +48,7 @@ func TestImagePullFromARegistry(t *testing.T) {
 	}
 	// Every file as its layers make it, on the host's copy of the image,
 	// and the directories cairn gives every root.
-	want := testregistry.StandardExpect(t, testregistry.WithBusybox())
-	for _, dir := range []string{"/.cairn", "/dev", "/proc", "/sys"} {
-		want.Files[dir] = testregistry.Want{Type: tar.TypeDir, Mode: 0o755}
-	}
-	want.Files["/tmp"] = testregistry.Want{Type: tar.TypeDir, Mode: 0o1777}
+	want := standardAsImage(t)
 	want.Check(t, filepath.Join(d.dataDir, "pool", "images", "app"))
 
 	// The same digest again, under another name: no blob fetched.
@@ -165,11 +161,7 @@ func TestImageImport(t *testing.T) {
 		t.Fatalf("gzip: %v %s", err, out)
 	}
 
-	want := testregistry.StandardExpect(t, testregistry.WithBusybox())
-	for _, d := range []string{"/.cairn", "/dev", "/proc", "/sys"} {
-		want.Files[d] = testregistry.Want{Type: tar.TypeDir, Mode: 0o755}
-	}
-	want.Files["/tmp"] = testregistry.Want{Type: tar.TypeDir, Mode: 0o1777}
+	want := standardAsImage(t)
 	for _, tc := range []struct{ name, path, stdin string }{
 		{"from-save", save, ""},
 		{"from-layout-tar", layoutTar, ""},
@@ -230,4 +222,15 @@ func TestImageImport(t *testing.T) {
 	if code := d.errorCode("image", "info", "bad"); code != api.CodeNoImage {
 		t.Errorf("a failed import left an image: %s", code)
 	}
+}
+
+// standardAsImage is what a cairn image of the reference image (with
+// busybox) holds: its files, and the mount points cairn gives every root.
+func standardAsImage(t *testing.T) testregistry.Expect {
+	want := testregistry.StandardExpect(t, testregistry.WithBusybox())
+	for _, dir := range []string{"/.cairn", "/dev", "/proc", "/sys"} {
+		want.Files[dir] = testregistry.Want{Type: tar.TypeDir, Mode: 0o755}
+	}
+	want.Files["/tmp"] = testregistry.Want{Type: tar.TypeDir, Mode: 0o1777}
+	return want
 }

@@ -76,6 +76,12 @@ func (a *applier) purge(d *hosttree.Dir, name string, n *node) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil // the layer's own
 	}
+	return a.eachIn(d, name, func(c *hosttree.Dir, k string) error { return a.purge(c, k, n.kid(k)) })
+}
+
+// eachIn calls fn with each name in the directory name in d, opened
+// (and kept on the stack of open directories) for the while.
+func (a *applier) eachIn(d *hosttree.Dir, name string, fn func(c *hosttree.Dir, k string) error) error {
 	c, err := d.OpenDir(name)
 	if err != nil {
 		return err
@@ -88,7 +94,7 @@ func (a *applier) purge(d *hosttree.Dir, name string, n *node) error {
 		return err
 	}
 	for _, k := range names {
-		if err := a.purge(c, k, n.kid(k)); err != nil {
+		if err := fn(c, k); err != nil {
 			return err
 		}
 	}
@@ -113,7 +119,7 @@ func (a *applier) remove(d *hosttree.Dir, name string) error {
 	case !errors.Is(err, unix.EISDIR):
 		return &os.PathError{Op: "unlinkat", Path: hosttree.Quote(d.Join(name)), Err: err}
 	}
-	if err := a.removeIn(d, name); err != nil {
+	if err := a.eachIn(d, name, a.remove); err != nil {
 		return err
 	}
 	if dfd, err = d.Fd(); err != nil {
@@ -121,27 +127,6 @@ func (a *applier) remove(d *hosttree.Dir, name string) error {
 	}
 	if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil {
 		return &os.PathError{Op: "rmdir", Path: hosttree.Quote(d.Join(name)), Err: err}
-	}
-	return nil
-}
-
-// removeIn empties the directory name in d.
-func (a *applier) removeIn(d *hosttree.Dir, name string) error {
-	c, err := d.OpenDir(name)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	hosttree.Push(&a.stack, c)
-	defer hosttree.Pop(&a.stack)
-	names, err := c.Names()
-	if err != nil {
-		return err
-	}
-	for _, k := range names {
-		if err := a.remove(c, k); err != nil {
-			return err
-		}
 	}
 	return nil
 }
