@@ -88,7 +88,7 @@ func OpenDir(dir string) (*Pool, error) {
 		return nil, fmt.Errorf("pool %s is not on btrfs", dir)
 	}
 	p := &Pool{root: dir}
-	for _, d := range []string{"images", "sandboxes", "checkpoints", "memory", "tmp"} {
+	for _, d := range []string{"images", "sandboxes", "checkpoints", "memory", "cache", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
 		}
@@ -107,6 +107,15 @@ func (p *Pool) Root() string { return p.root }
 
 // ImagePath is where the image subvolume called name lives.
 func (p *Pool) ImagePath(name string) string { return filepath.Join(p.root, "images", name) }
+
+// CachePath is where the cached read-only subvolume key lives: what an
+// image pull or build can start from instead of doing the work again (a
+// chain of layers applied, a build step's result). Anything there may be
+// deleted at any time but while it is being snapshotted from.
+func (p *Pool) CachePath(key string) string { return filepath.Join(p.root, "cache", key) }
+
+// CacheNames lists the cached subvolumes (their keys).
+func (p *Pool) CacheNames() ([]string, error) { return p.names("cache") }
 
 // SandboxPath is where the root subvolume of sandbox id lives.
 func (p *Pool) SandboxPath(id string) string { return filepath.Join(p.root, "sandboxes", id) }
