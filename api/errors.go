@@ -41,6 +41,8 @@ const (
 	CodeImageDamaged     = "I06" // the image is damaged or unsafe: a digest that does not match, a layer that is not a tar or leaves its root
 	CodeImageExists      = "I07" // an image of that name exists already (another digest), or the name is a built-in image's
 	CodeImageInUse       = "I08" // sandboxes or checkpoints still use the image
+	CodeDockerfile       = "I09" // the Dockerfile is not valid, or uses what cairn image build does not support
+	CodeBuildStepFailed  = "I10" // a step of an image build failed: a RUN's command exited non-zero, a COPY's source is missing
 
 	CodeCheckpointFailed  = "K01" // taking the checkpoint failed (pause, snapshot); the sandbox was resumed
 	CodeSnapshotNameTaken = "K02" // a snapshot with that name already exists in the account

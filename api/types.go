@@ -282,6 +282,23 @@ type PullImageRequest struct {
 	Password string `json:"password,omitempty"`
 }
 
+// BuildImageRequest is what POST /v1/images/build builds: its query
+// (name, source, build_arg=K=V repeated, network, no_cache, insecure);
+// the request's body is the build context, a tar whose Dockerfile is at
+// BuildContextDockerfile (docs/images.md#build).
+type BuildImageRequest struct {
+	Name      string            // the image to make (-t)
+	Source    string            // the context's name, for the record
+	BuildArgs map[string]string // --build-arg K=V
+	Network   string            // RUN steps' network: "egress" (default) or "none"
+	NoCache   bool              // run every step again
+	Insecure  bool              // a FROM's registry may be plain HTTP
+}
+
+// BuildContextDockerfile is where the Dockerfile is in a build context's
+// tar, whatever its name and place on the client (-f).
+const BuildContextDockerfile = ".cairn-build/Dockerfile"
+
 // Operation is long work started by a request. Its events are streamed by
 // GET /v1/operations/{id}/events as NDJSON.
 type Operation struct {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -46,6 +47,40 @@ func (c *Client) ImportImage(ctx context.Context, archive io.Reader, name, sourc
 	var op api.Operation
 	q := url.Values{"name": {name}, "source": {source}}
 	resp, err := c.send(ctx, "POST", "/v1/images/import?"+q.Encode(), archive, http.Header{"Content-Type": {"application/x-tar"}})
+	if err != nil {
+		return op, err
+	}
+	defer resp.Body.Close()
+	return op, json.NewDecoder(resp.Body).Decode(&op)
+}
+
+// BuildImage sends a build context (a tar whose Dockerfile is at
+// api.BuildContextDockerfile, see internal/image/buildctx) and starts
+// building the image req.Name from it; wait for it with WaitImage.
+func (c *Client) BuildImage(ctx context.Context, buildContext io.Reader, req api.BuildImageRequest) (api.Operation, error) {
+	var op api.Operation
+	q := url.Values{"name": {req.Name}}
+	if req.Source != "" {
+		q.Set("source", req.Source)
+	}
+	if req.Network != "" {
+		q.Set("network", req.Network)
+	}
+	if req.NoCache {
+		q.Set("no_cache", "true")
+	}
+	if req.Insecure {
+		q.Set("insecure", "true")
+	}
+	keys := make([]string, 0, len(req.BuildArgs))
+	for k := range req.BuildArgs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q.Add("build_arg", k+"="+req.BuildArgs[k])
+	}
+	resp, err := c.send(ctx, "POST", "/v1/images/build?"+q.Encode(), buildContext, http.Header{"Content-Type": {"application/x-tar"}})
 	if err != nil {
 		return op, err
 	}

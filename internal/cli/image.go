@@ -21,7 +21,7 @@ and images pulled from OCI or Docker registries (cairn image pull).`,
 		Args: groupArgs,
 		RunE: showHelp,
 	}
-	cmd.AddCommand(newImageListCommand(g), newImagePullCommand(g), newImageImportCommand(g), newImageInfoCommand(g), newImageDeleteCommand(g))
+	cmd.AddCommand(newImageListCommand(g), newImagePullCommand(g), newImageImportCommand(g), newImageBuildCommand(g), newImageInfoCommand(g), newImageDeleteCommand(g))
 	return cmd
 }
 

@@ -28,6 +28,18 @@ type Spec struct {
 	// after it: cairn-init's key for this boot. nil: /dev/null. (A
 	// resumed container keeps the standard input it had.)
 	Stdin []byte
+	// Process, when set, makes the container's one process a command of
+	// its own instead of a sandbox's init: a build step's.
+	Process *Process
+}
+
+// Process is how a container's own command runs (Spec.Process): as whom,
+// where, with Docker's default capabilities (not CAP_SYS_ADMIN, which only
+// cairn-init keeps).
+type Process struct {
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups
+	Cwd      string   // absolute, inside the root; "": /
 }
 
 // Options are the settings a sandbox carries into every container it runs

@@ -263,7 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
-		Images: imageService{images, ops}, Operations: ops, Ports: ports, Activity: hub,
+		Images: imageService{images, ops, newBuilder(pool, images, runtime, netMgr, cfg.DataDir)}, Operations: ops, Ports: ports, Activity: hub,
 	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

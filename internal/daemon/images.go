@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
@@ -16,6 +17,9 @@ import (
 type imageService struct {
 	*image.Catalog
 	ops *operation.Registry
+	// builder returns the image builder, whose FROMs fetch with the
+	// options given; nil: builds are off.
+	builder func(oci.FetchOptions) *build.Builder
 }
 
 // Pull starts pulling req.Ref; the operation's result is the api.Image.

@@ -176,6 +176,11 @@ type Images interface {
 	// gzip of either) from body and starts making it the image name;
 	// source is the archive's file name. V02, I03, I06, I07, L07.
 	Import(ctx context.Context, body io.Reader, name, source string) (*operation.Op, error)
+	// Build reads a build context (a tar whose Dockerfile is at
+	// api.BuildContextDockerfile) from body and starts building the
+	// image req.Name from it. V02, I09, L07; the operation's: I01-I10,
+	// L07.
+	Build(ctx context.Context, body io.Reader, req api.BuildImageRequest) (*operation.Op, error)
 }
 
 // Operations holds the long work in progress and recently finished.

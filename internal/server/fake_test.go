@@ -271,6 +271,11 @@ func (f fakeImages) Import(_ context.Context, body io.Reader, name, source strin
 	return f.op("Images.Import", "", string(b), name, source)
 }
 
+func (f fakeImages) Build(_ context.Context, body io.Reader, req api.BuildImageRequest) (*operation.Op, error) {
+	b, _ := io.ReadAll(body)
+	return f.op("Images.Build", "", string(b), req)
+}
+
 func (f fakeImages) Pull(_ context.Context, req api.PullImageRequest) (*operation.Op, error) {
 	return f.op("Images.Pull", "", req)
 }

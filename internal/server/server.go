@@ -114,7 +114,7 @@ func statusOf(code string) int {
 		return http.StatusBadGateway
 	case api.CodePortCredentials:
 		return http.StatusUnauthorized
-	case api.CodeExecFailed, api.CodeImageDamaged:
+	case api.CodeExecFailed, api.CodeImageDamaged, api.CodeDockerfile, api.CodeBuildStepFailed:
 		return http.StatusUnprocessableEntity
 	case api.CodeDiskLimit, api.CodePoolFull:
 		return http.StatusInsufficientStorage

@@ -101,6 +101,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -428,4 +429,55 @@ func logTail(path string, offset int64) string {
 		b = b[len(b)-2048:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// RunAttached runs spec's container in the foreground, its process's
+// output (stdout and stderr) going to out, and returns the process's exit
+// status once it ends. The container is deleted before it returns; if ctx
+// ends first, its processes are killed and the error is ctx's. spec
+// should have a Process (a build step's command).
+func (r *Runsc) RunAttached(ctx context.Context, spec Spec, out io.Writer) (exit int, err error) {
+	if !spec.Network.Valid() {
+		return 0, fmt.Errorf("runsc run: unknown network mode %q", spec.Network)
+	}
+	if spec.Network == container.NetworkSandbox && spec.NetNS == "" {
+		return 0, fmt.Errorf("runsc run: network mode sandbox without a network namespace")
+	}
+	if err := WriteBundle(spec); err != nil {
+		return 0, err
+	}
+	defer r.Delete(context.WithoutCancel(ctx), spec.ID)
+	cmd := r.commandNet(context.WithoutCancel(ctx), spec.Network, "run", "--bundle="+spec.BundleDir, spec.ID)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("runsc run: %w", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if r.killProcesses(kctx, spec.ID) != nil {
+			r.run(kctx, "kill", "--all", spec.ID, "9")
+		}
+		cancel()
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-waited
+		}
+		return 0, ctx.Err()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("runsc run: %w", err)
+	}
+	return 0, nil
 }

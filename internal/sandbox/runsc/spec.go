@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/cairn-sandbox/cairn/internal/container"
@@ -67,19 +68,32 @@ func oci(s Spec) *specs.Spec {
 		limit := s.MemoryBytes
 		res.Memory = &specs.LinuxMemory{Limit: &limit}
 	}
+	proc := &specs.Process{
+		User:         specs.User{UID: 0, GID: 0},
+		Args:         s.Args,
+		Env:          s.Env,
+		Cwd:          "/",
+		Capabilities: caps,
+		Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20}},
+	}
+	if p := s.Process; p != nil {
+		proc.User = specs.User{UID: p.UID, GID: p.GID, AdditionalGids: p.Groups}
+		if p.Cwd != "" {
+			proc.Cwd = p.Cwd
+		}
+		step := slices.DeleteFunc(slices.Clone(capabilities), func(c string) bool { return c == "CAP_SYS_ADMIN" })
+		proc.Capabilities = &specs.LinuxCapabilities{Bounding: step, Effective: step, Permitted: step}
+		if p.UID != 0 {
+			// As for any other user's process: none in effect.
+			proc.Capabilities.Effective, proc.Capabilities.Permitted = nil, nil
+		}
+	}
 	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: s.Hostname,
 		Root:     &specs.Root{Path: s.Root},
-		Process: &specs.Process{
-			User:         specs.User{UID: 0, GID: 0},
-			Args:         s.Args,
-			Env:          s.Env,
-			Cwd:          "/",
-			Capabilities: caps,
-			Rlimits:      []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20}},
-		},
-		Mounts: mounts,
+		Process:  proc,
+		Mounts:   mounts,
 		Linux: &specs.Linux{
 			Resources: res,
 			Namespaces: []specs.LinuxNamespace{

@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/container"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/image/build"
+	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
+	"github.com/cairn-sandbox/cairn/internal/image/oci"
+	"github.com/cairn-sandbox/cairn/internal/image/unpack"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/network"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+	"github.com/cairn-sandbox/cairn/internal/sandbox/runsc"
+	"github.com/cairn-sandbox/cairn/internal/volume"
+)
+
+// stepRunner runs a build's RUN steps (build.Runner): each in a gVisor
+// container of its own over the step's tree, with a network of its own
+// under the default rules (or none), removed when the command ends.
+type stepRunner struct {
+	runtime *runsc.Runsc
+	nets    *network.Manager // nil: networking is off
+	dir     string           // where the containers' bundles go
+}
+
+var _ build.Runner = stepRunner{}
+
+// buildContainerPrefix names the build steps' containers; being no
+// sandbox's, recovery removes any a crash left.
+const buildContainerPrefix = "build-"
+
+func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	id := buildContainerPrefix + hex.EncodeToString(rnd[:])
+	c := container.Spec{
+		ID: id, Hostname: "cairn-build", Root: spec.Root, Args: spec.Args, Env: spec.Env,
+		BundleDir: filepath.Join(s.dir, id),
+		Process:   &container.Process{UID: spec.UID, GID: spec.GID, Groups: spec.Groups, Cwd: spec.Cwd},
+	}
+	defer os.RemoveAll(c.BundleDir)
+	c.Options.Network = container.NetworkNone
+	if spec.Network == metadata.NetworkEgress {
+		if s.nets == nil {
+			return 0, errdefs.New(api.CodeNetworkUnavailable, "the build's RUN steps need a network, and this cairnd has networking off: build with --network none")
+		}
+		att, err := s.nets.Attach(ctx, id, network.ModeEgress, network.Rules{})
+		if err != nil {
+			return 0, errdefs.Wrap(api.CodeNetworkUnavailable, err, "network of the build step")
+		}
+		defer s.nets.Detach(id)
+		c.Options.Network, c.NetNS = container.NetworkSandbox, att.NetNS
+		c.Mounts = append(c.Mounts, container.Mount{Source: att.ResolvConf, Destination: "/etc/resolv.conf", ReadOnly: true})
+	}
+	return s.runtime.RunAttached(ctx, c, spec.Output)
+}
+
+// newBuilder returns how the API gets an image builder: the catalog's
+// images, the pool's cache, RUN steps in containers of runtime with
+// networks from nets (nil: RUN steps have none).
+func newBuilder(pool *volume.Pool, images *image.Catalog, runtime *runsc.Runsc, nets *network.Manager, dataDir string) func(oci.FetchOptions) *build.Builder {
+	c := cache.New(pool)
+	runner := stepRunner{runtime: runtime, nets: nets, dir: filepath.Join(dataDir, "build")}
+	return func(fetch oci.FetchOptions) *build.Builder {
+		return build.New(pool, c, buildImages{catalog: images, fetch: fetch}, runner)
+	}
+}
+
+// buildImages is the catalog as a build sees it (build.Images).
+type buildImages struct {
+	catalog *image.Catalog
+	fetch   oci.FetchOptions
+}
+
+var _ build.Images = buildImages{}
+
+func (b buildImages) Base(ctx context.Context, ref string, report build.Reporter) (build.Base, error) {
+	base, err := b.catalog.Base(ctx, ref, b.fetch, image.Reporter(report))
+	return build.Base(base), err
+}
+
+func (b buildImages) Install(ctx context.Context, rec metadata.Image, src func() (string, error), report build.Reporter) (api.Image, error) {
+	return b.catalog.InstallBuilt(ctx, rec, src, image.Reporter(report))
+}
+
+// Build receives a build context (body, a tar) into the pool's work area
+// and starts building req.Name from it; the operation's result is the
+// api.Image.
+func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildImageRequest) (*operation.Op, error) {
+	if s.builder == nil {
+		return nil, errors.New("image builds are off in this cairnd")
+	}
+	if req.Name == "" {
+		return nil, errdefs.New(api.CodeInvalidArgument, "build needs the image's name (-t NAME)")
+	}
+	dir, dockerfile, err := s.receiveContext(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	return s.ops.Start("image.build", "image/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
+		defer os.RemoveAll(dir)
+		b := s.builder(oci.FetchOptions{Insecure: req.Insecure})
+		return b.Build(ctx, build.Request{Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
+			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache}, op.Record)
+	}), nil
+}
+
+// receiveContext extracts the build context's tar (body) into a new
+// directory in the pool's work area, with the checks of an image layer
+// (nothing leaves the directory), and takes the Dockerfile out of it.
+func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir string, dockerfile []byte, err error) {
+	work := s.Catalog.WorkPath()
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return "", nil, err
+	}
+	dir, err = os.MkdirTemp(work, "context-")
+	if err != nil {
+		return "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	root, err := os.Open(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	defer root.Close()
+	if _, err := unpack.Apply(ctx, root, body, unpack.Options{}); err != nil {
+		if errdefs.CodeOf(err) != "" {
+			return "", nil, err
+		}
+		return "", nil, errdefs.Wrap(api.CodeInvalidArgument, err, "the build context")
+	}
+	dockerfile, err = buildctx.ReadDockerfile(root)
+	if err != nil {
+		return "", nil, errdefs.Wrap(api.CodeDockerfile, err, "the build context's Dockerfile (at %s)", api.BuildContextDockerfile)
+	}
+	return dir, dockerfile, nil
+}

@@ -1,0 +1,179 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"syscall"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image/oci"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// Images made by cairn image build (package build): the catalog gives a
+// build its base and records its result, like a pulled image's.
+
+// BaseImage is an image a build starts from.
+type BaseImage struct {
+	Path   string // its read-only subvolume; "" for scratch, an empty tree
+	Config metadata.ImageConfig
+	// ID identifies its content: "digest:" and the digest of a pulled,
+	// imported or built image; "builtin:NAME:" and the id of a built-in
+	// image's subvolume (a new one when it is built again).
+	ID string
+}
+
+// Base returns the image a Dockerfile's FROM ref names: a cairn image of
+// that name (a built-in one is built first if need be); else a registry
+// reference: the image pulled from it before (named after it, see
+// DefaultName, with ref as its source), or pulled now with fetch.
+func (c *Catalog) Base(ctx context.Context, ref string, fetch oci.FetchOptions, report Reporter) (BaseImage, error) {
+	if report == nil {
+		report = func(api.Progress, string) {}
+	}
+	if ref == "scratch" {
+		return BaseImage{ID: "scratch"}, nil // an empty tree
+	}
+	if namePattern.MatchString(ref) && c.Known(ref) {
+		return c.baseNamed(ctx, ref, report)
+	}
+	var nopts []name.Option
+	if fetch.Insecure {
+		nopts = append(nopts, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, nopts...)
+	if err != nil {
+		return BaseImage{}, errdefs.New(api.CodeNoImage, "FROM %s: no cairn image of that name, nor an image reference (%v)", ref, err)
+	}
+	local := DefaultName(r)
+	if img, ok := c.pulled(ctx, local); ok && img.Source == ref {
+		report.step(fmt.Sprintf("Using image %s, pulled from %s", local, ref))
+		return c.baseNamed(ctx, local, report)
+	}
+	if _, err := c.Pull(ctx, PullRequest{Ref: ref, Name: local, Fetch: fetch}, report); err != nil {
+		return BaseImage{}, err
+	}
+	return c.baseNamed(ctx, local, report)
+}
+
+func (c *Catalog) baseNamed(ctx context.Context, name string, report Reporter) (BaseImage, error) {
+	path, err := c.EnsureWithProgress(ctx, name, report)
+	if err != nil {
+		return BaseImage{}, err
+	}
+	if img, ok := c.pulled(ctx, name); ok {
+		return BaseImage{Path: path, Config: img.Config, ID: "digest:" + img.Digest}, nil
+	}
+	id, err := c.pool.SubvolumeID(path)
+	if err != nil {
+		return BaseImage{}, err
+	}
+	return BaseImage{Path: path, ID: fmt.Sprintf("builtin:%s:%d", name, id)}, nil
+}
+
+// InstallBuilt makes the image rec.Name of the tree in the subvolume
+// src returns (snapshotted read-only; the subvolume stays the caller's),
+// recorded as rec says. The image's earlier build under that name is
+// replaced unless sandboxes or checkpoints use it (I08); the same digest
+// again changes nothing and does not call src. A built-in image's name
+// is I07, a bad one V02.
+func (c *Catalog) InstallBuilt(ctx context.Context, rec metadata.Image, src func() (string, error), report Reporter) (api.Image, error) {
+	if report == nil {
+		report = func(api.Progress, string) {}
+	}
+	if c.store == nil {
+		return api.Image{}, errors.New("image catalog without a metadata store: building is off")
+	}
+	if err := c.checkNewName(rec.Name); err != nil {
+		return api.Image{}, err
+	}
+	unlock := c.lockName(rec.Name)
+	defer unlock()
+	if have, err := c.store.Image(ctx, rec.Name); err == nil {
+		if have.Digest == rec.Digest {
+			report.step(fmt.Sprintf("Image %s is unchanged", rec.Name))
+			return c.apiImage(have), nil
+		}
+		sandboxes, checkpoints, err := c.store.ImageUsers(ctx, rec.Name)
+		if err != nil {
+			return api.Image{}, err
+		}
+		if sandboxes > 0 || checkpoints > 0 {
+			return api.Image{}, errdefs.New(api.CodeImageInUse, "image %s is used by %d sandboxes and %d checkpoints: build with another -t, or delete them first", rec.Name, sandboxes, checkpoints)
+		}
+		report.step(fmt.Sprintf("Replacing image %s (%s)", rec.Name, shortDigest(have.Digest)))
+		if err := c.store.DeleteImage(ctx, rec.Name); err != nil {
+			return api.Image{}, err
+		}
+		if err := c.pool.Delete(ctx, c.pool.ImagePath(rec.Name)); err != nil {
+			return api.Image{}, err
+		}
+	} else if !errors.Is(err, metadata.ErrNotFound) {
+		return api.Image{}, err
+	}
+	dir, err := src()
+	if err != nil {
+		return api.Image{}, err
+	}
+	if err := prepareRoot(dir); err != nil {
+		return api.Image{}, err
+	}
+	size, err := treeSize(dir)
+	if err != nil {
+		return api.Image{}, err
+	}
+	rec.SizeBytes = size
+	rec.DiskPath = filepath.ToSlash(filepath.Join("images", rec.Name))
+	rec.CreatedAt = c.now().UTC()
+	dst := c.pool.ImagePath(rec.Name)
+	if err := c.pool.Snapshot(ctx, dir, dst, true); err != nil {
+		return api.Image{}, poolError(err, rec.Name)
+	}
+	return c.record(ctx, rec, dst)
+}
+
+// checkNewName checks the name of an image to pull, import or build.
+func (c *Catalog) checkNewName(name string) error {
+	if !namePattern.MatchString(name) {
+		return errdefs.New(api.CodeInvalidArgument, "invalid image name %q: lower-case letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit", name)
+	}
+	if _, builtin := c.builders[name]; builtin {
+		return errdefs.New(api.CodeImageExists, "%s is a built-in image's name: choose another", name)
+	}
+	return nil
+}
+
+// treeSize is the bytes of the regular files under dir, each hard-linked
+// file once. Symbolic links are not followed.
+func treeSize(dir string) (int64, error) {
+	var total int64
+	seen := map[uint64]bool{}
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			if seen[st.Ino] {
+				return nil
+			}
+			seen[st.Ino] = true
+		}
+		total += fi.Size()
+		return nil
+	})
+	return total, err
+}
+
+// WorkPath is the directory of the pool's work area, where a build's
+// context is received (it is emptied when cairnd starts).
+func (c *Catalog) WorkPath() string { return c.pool.TempPath("") }
