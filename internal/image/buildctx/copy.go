@@ -21,15 +21,21 @@ var ErrDest = errors.New("bad destination")
 // CopyOptions say how Copy copies.
 type CopyOptions struct {
 	// UID and GID own everything copied and every directory made for
-	// the destination (--chown; 0:0 without it).
+	// the destination (--chown; 0:0 without it), but what an archive
+	// extracts, which keeps the archive's owners.
 	UID, GID uint32
 	// Chmod, if not nil, is the mode of every file and directory copied
-	// (--chmod); symbolic links keep theirs, and the directories made
-	// for the destination's path are 0755.
+	// (--chmod); symbolic links keep theirs, the directories made for
+	// the destination's path are 0755, and what an archive extracts
+	// keeps the archive's modes.
 	Chmod *fs.FileMode
 	// ExtractArchives makes Copy an ADD: a source that is a regular file
-	// holding a tar (plain, gzip, bzip2 or zstd) is extracted into the
-	// destination (a directory) instead of copied.
+	// holding a tar (plain, gzip, bzip2 or zstd; detected by content,
+	// not by name) is extracted into the destination (a directory, made
+	// if missing, whether or not its name ends in "/") instead of
+	// copied, by the layer applier (package unpack): no entry may leave
+	// the destination or pass a symbolic link, and whiteouts are
+	// applied. An xz-compressed tar is an error wrapping ErrArchive.
 	ExtractArchives bool
 	// MaxBytes bounds the file content an archive extracts (0: the
 	// layer applier's default).

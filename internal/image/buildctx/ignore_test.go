@@ -86,9 +86,9 @@ func TestIgnoreExcluded(t *testing.T) {
 			kept:     []string{"axb"},
 		},
 		{
-			name:     "lone ! and the root",
-			file:     "!\n.\n",
-			kept:     []string{"a", "."},
+			name: "lone ! and the root",
+			file: "!\n.\n",
+			kept: []string{"a", "."},
 		},
 	}
 	for _, tt := range tests {
@@ -117,9 +117,9 @@ func TestIgnoreReincludes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for dir, want := range map[string]bool{
-		"docs":      true,  // !docs/keep is inside
-		"docs/keep": true,  // ** matches anything below
-		"other":     true,  // !**/important could be anywhere
+		"docs":      true, // !docs/keep is inside
+		"docs/keep": true, // ** matches anything below
+		"other":     true, // !**/important could be anywhere
 		".":         true,
 	} {
 		if got := ig.Reincludes(dir); got != want {

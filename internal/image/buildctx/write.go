@@ -138,7 +138,7 @@ func (cw *contextWriter) write() error {
 	data := cw.opts.DockerfileData
 	if data == nil {
 		if data, err = readSmall(dockerfile, MaxDockerfileSize); err != nil {
-			return fmt.Errorf("Dockerfile: %w", err)
+			return fmt.Errorf("read the Dockerfile: %w", err)
 		}
 	}
 	ignoreData, err := readSmall(dockerfile+".dockerignore", maxIgnoreFile)
