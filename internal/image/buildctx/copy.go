@@ -18,6 +18,10 @@ import (
 // onto a directory, a path through a file.
 var ErrDest = errors.New("bad destination")
 
+// ErrUnsupported: a source that is a device, socket or FIFO (inside a
+// directory copied, those are left out).
+var ErrUnsupported = errors.New("cannot be copied")
+
 // CopyOptions say how Copy copies.
 type CopyOptions struct {
 	// UID and GID own everything copied and every directory made for
@@ -61,7 +65,8 @@ type CopyOptions struct {
 // is replaced itself, never written through), directories already there
 // are merged into and keep their own owner, mode and times, and a file
 // where a directory is copied is replaced by it; a directory where a file
-// is copied is an error (ErrDest).
+// is copied is an error (ErrDest). Devices, sockets and FIFOs inside a
+// directory are left out; one as a source is an error (ErrUnsupported).
 //
 // The root's content is untrusted (earlier steps ran in it). Every path
 // of the image is resolved as a container would resolve it, its symbolic
@@ -266,7 +271,7 @@ func (c *copier) copyOne(s *Source, comps []string, dir bool) error {
 		}
 		return c.put(name, &st, nil, target)
 	}
-	return nil // a device, socket or FIFO: not copied
+	return fmt.Errorf("%w: %s is a device, socket or FIFO", ErrUnsupported, s.Path)
 }
 
 // copyDir copies what the directory s holds into comps.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
@@ -247,5 +248,19 @@ func TestCopyRefusals(t *testing.T) {
 				t.Errorf("got %v, want ErrDest", err)
 			}
 		})
+	}
+}
+
+func TestCopySkipsSpecialFiles(t *testing.T) {
+	im := newImage(t)
+	ctxDir := contextDir(t)
+	must(t, syscall.Mkfifo(filepath.Join(ctxDir, "src/fifo"), 0o644))
+	must(t, im.copy(t, ctxDir, []string{"src"}, "/app", buildctx.CopyOptions{}))
+	if _, err := os.Lstat(im.path("app/fifo")); err == nil {
+		t.Error("a FIFO inside a directory was copied")
+	}
+	err := im.copy(t, ctxDir, []string{"src/fifo"}, "/f", buildctx.CopyOptions{})
+	if !errors.Is(err, buildctx.ErrUnsupported) {
+		t.Errorf("a FIFO as the source: got %v, want ErrUnsupported", err)
 	}
 }

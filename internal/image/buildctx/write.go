@@ -224,10 +224,18 @@ func (cw *contextWriter) entry(rel, name string) error {
 	if err != nil {
 		return err
 	}
-	if st.IsDir() && excluded {
-		if !cw.ignore.Reincludes(rel) {
-			return nil
-		}
+	reserved := rel == ReservedDir || strings.HasPrefix(name, whiteoutPrefix)
+	if excluded && (reserved || !st.IsDir() || !cw.ignore.Reincludes(rel)) {
+		return nil
+	}
+	switch {
+	case rel == ReservedDir:
+		return fmt.Errorf("%w: %q is cairn's (exclude it in .dockerignore)", ErrReserved, rel)
+	case reserved:
+		return fmt.Errorf("%w: %q starts with %q (exclude it in .dockerignore)", ErrReserved, rel, whiteoutPrefix)
+	case excluded:
+		// Something inside may be sent after all: the directory goes
+		// before it, if it is.
 		hdr, err := cw.header(rel, rel+"/", st)
 		if err != nil {
 			return err
@@ -235,15 +243,6 @@ func (cw *contextWriter) entry(rel, name string) error {
 		cw.pending = append(cw.pending, pendingDir{hdr: hdr})
 		defer func() { cw.pending = cw.pending[:len(cw.pending)-1] }()
 		return cw.dir(rel)
-	}
-	if excluded {
-		return nil
-	}
-	switch {
-	case rel == ReservedDir:
-		return fmt.Errorf("%w: %q is cairn's (exclude it in .dockerignore)", ErrReserved, rel)
-	case strings.HasPrefix(name, whiteoutPrefix):
-		return fmt.Errorf("%w: %q starts with %q (exclude it in .dockerignore)", ErrReserved, rel, whiteoutPrefix)
 	}
 	switch mode := st.Mode(); {
 	case mode.IsDir():

@@ -188,12 +188,24 @@ func TestWriteContextRefusals(t *testing.T) {
 		if _, err := buildctx.Measure(dir, buildctx.WriteOptions{}); err != nil {
 			t.Errorf("excluded: %v", err)
 		}
+		// Even an exception never sends what is in it.
+		tree(t, dir, ".dockerignore", ".cairn-build\n!.cairn-build/Dockerfile\n")
+		var buf bytes.Buffer
+		_, err := buildctx.WriteContext(&buf, dir, buildctx.WriteOptions{})
+		must(t, err)
+		if n := strings.Count(strings.Join(names(headers(t, buf.Bytes())), " "), buildctx.DockerfileName); n != 1 {
+			t.Errorf("%d entries %s", n, buildctx.DockerfileName)
+		}
 	})
 	t.Run("whiteout name", func(t *testing.T) {
 		dir := t.TempDir()
 		tree(t, dir, "Dockerfile", "FROM x", "d/.wh.f", "")
 		if _, err := buildctx.Measure(dir, buildctx.WriteOptions{}); !errors.Is(err, buildctx.ErrReserved) {
 			t.Errorf("got %v, want ErrReserved", err)
+		}
+		tree(t, dir, ".dockerignore", "**/.wh.*\n!**/keep\n", "e/.wh.d/keep", "k")
+		if _, err := buildctx.Measure(dir, buildctx.WriteOptions{}); err != nil {
+			t.Errorf("excluded: %v", err)
 		}
 	})
 	t.Run("too large", func(t *testing.T) {
@@ -224,4 +236,24 @@ func TestReadDockerfileRefusesLinks(t *testing.T) {
 	if _, err := buildctx.ReadDockerfile(openDir(t, dir)); err == nil {
 		t.Error("read through a symbolic link on the way")
 	}
+}
+
+func TestWriteContextExcludedDirectories(t *testing.T) {
+	dir := t.TempDir()
+	tree(t, dir,
+		"Dockerfile", "FROM x",
+		".dockerignore", "logs\n!logs/*.keep\na\n!a/b/c\n",
+		"logs/x.log", "l",
+		"a/other", "o",
+		"a/b/other", "o",
+		"a/b/c", "c",
+	)
+	var buf bytes.Buffer
+	_, err := buildctx.WriteContext(&buf, dir, buildctx.WriteOptions{})
+	must(t, err)
+	// logs/ holds nothing sent, so is not sent; a/ and a/b/ go before
+	// a/b/c, once each.
+	equal(t, names(headers(t, buf.Bytes()))[4:], []string{
+		".dockerignore", "Dockerfile", "a/", "a/b/", "a/b/c",
+	})
 }
