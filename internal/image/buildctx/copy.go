@@ -63,9 +63,11 @@ type CopyOptions struct {
 // What is copied gets UID:GID, its modes (or Chmod) and modification
 // times; files already there are replaced (a symbolic link at the name
 // is replaced itself, never written through), directories already there
-// are merged into and keep their own owner, mode and times, and a file
-// where a directory is copied is replaced by it; a directory where a file
-// is copied is an error (ErrDest). Devices, sockets and FIFOs inside a
+// are merged into and keep their own owner, mode and times (a link to a
+// directory of the root is merged into too); inside a directory copied, a
+// file or other link where a directory goes is replaced by it, but the
+// destination itself must be a directory or missing, and a directory
+// where a file goes is an error (ErrDest). Devices, sockets and FIFOs inside a
 // directory are left out; one as a source is an error (ErrUnsupported).
 //
 // The root's content is untrusted (earlier steps ran in it). Every path
