@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
 	"github.com/cairn-sandbox/cairn/internal/image/unpack"
 )
@@ -256,4 +257,11 @@ func TestWriteContextExcludedDirectories(t *testing.T) {
 	equal(t, names(headers(t, buf.Bytes()))[4:], []string{
 		".dockerignore", "Dockerfile", "a/", "a/b/", "a/b/c",
 	})
+}
+
+// The client writes the Dockerfile where the API says cairnd reads it.
+func TestDockerfileNameIsTheAPIs(t *testing.T) {
+	if buildctx.DockerfileName != api.BuildContextDockerfile {
+		t.Fatalf("DockerfileName %q, the API's %q", buildctx.DockerfileName, api.BuildContextDockerfile)
+	}
 }
