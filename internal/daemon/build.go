@@ -72,6 +72,10 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 func newBuilder(pool *volume.Pool, images *image.Catalog, runtime *runsc.Runsc, nets *network.Manager, dataDir string) func(oci.FetchOptions) *build.Builder {
 	c := cache.New(pool)
 	runner := stepRunner{runtime: runtime, nets: nets, dir: filepath.Join(dataDir, "build")}
+	// What a killed cairnd left: the bundles of its steps' containers
+	// (the containers are orphans recovery removes, their networks go
+	// with them).
+	os.RemoveAll(runner.dir)
 	return func(fetch oci.FetchOptions) *build.Builder {
 		return build.New(pool, c, buildImages{catalog: images, fetch: fetch}, runner)
 	}

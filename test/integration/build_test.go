@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/testenv/testregistry"
@@ -262,4 +265,53 @@ func TestImageBuildFromARegistryAndFailures(t *testing.T) {
 		})
 	}
 	assertNoBuildLeftovers(t, d)
+}
+
+// cairnd killed while a RUN step runs: once it is back, nothing of the
+// build is left (work subvolume, context, container, its network), the
+// steps before the cut are still cached, and the same build succeeds.
+func TestImageBuildCutShortByACrash(t *testing.T) {
+	d := startDaemon(t)
+	dir := t.TempDir()
+	writeContext(t, dir, map[string]string{
+		"Dockerfile": "FROM busybox\nRUN echo first > /first\nRUN test -e /slow-done || (echo started; sleep 30)\n",
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.cli("", "image", "build", dir, "-t", "cut")
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !slices.ContainsFunc(d.containers(), func(c string) bool { return strings.HasPrefix(c, "build-") }) {
+		if time.Now().After(deadline) {
+			t.Fatal("no build container appeared")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the second RUN under way
+	d.kill(syscall.SIGKILL)
+	<-done
+	d.start()
+
+	assertNoBuildLeftovers(t, d)
+	if nets, _ := os.ReadDir(filepath.Join(d.dataDir, "net")); slices.ContainsFunc(nets, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), "build-") }) {
+		t.Errorf("a build step's network is left: %v", nets)
+	}
+	if code := d.errorCode("image", "info", "cut"); code != api.CodeNoImage {
+		t.Errorf("image after a cut build: %s", code)
+	}
+	writeContext(t, dir, map[string]string{
+		"Dockerfile": "FROM busybox\nRUN echo first > /first\nRUN test -e /slow-done || (echo quick)\n",
+	})
+	_, errOut, code := d.cli("", "image", "build", dir, "-t", "cut")
+	if code != 0 {
+		t.Fatalf("build after the crash: %s", errOut)
+	}
+	if steps := fsSteps(errOut); len(steps) != 2 || !strings.Contains(steps[0], "(cached)") || strings.Contains(steps[1], "(cached)") {
+		t.Errorf("after the crash, steps %q: want the first cached, the second run", steps)
+	}
+	d.create("cut1", "--image", "cut")
+	if got := d.sh("cut1", "cat /first"); got != "first\n" {
+		t.Errorf("built after the crash: %q", got)
+	}
 }
