@@ -102,14 +102,27 @@ func runImageBuild(ctx context.Context, opts imageBuildOptions, g *globalOptions
 		req.BuildArgs[k] = v
 	}
 	pr, pw := io.Pipe()
+	type written struct {
+		buildctx.Stats
+		err error
+	}
+	sent := make(chan written, 1)
 	go func() {
-		_, err := buildctx.WriteContext(pw, opts.Dir, buildctx.WriteOptions{Dockerfile: opts.File})
+		st, err := buildctx.WriteContext(pw, opts.Dir, buildctx.WriteOptions{Dockerfile: opts.File})
 		pw.CloseWithError(err)
+		sent <- written{st, err}
 	}()
-	defer pr.Close()
 	op, err := g.client().BuildImage(ctx, pr, req)
+	pr.Close()
+	st := <-sent
+	if st.err != nil {
+		return usageErrorf("the build context: %v", st.err)
+	}
 	if err != nil {
 		return err
+	}
+	if !g.JSON {
+		g.eprintf("Sent the build context: %d files, %s\n", st.Files, formatSize(st.Bytes))
 	}
 	return followImage(ctx, g, op)
 }

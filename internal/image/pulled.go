@@ -265,9 +265,22 @@ func (c *Catalog) pulled(ctx context.Context, name string) (metadata.Image, bool
 
 func (c *Catalog) apiImage(img metadata.Image) api.Image {
 	cfg := img.Config
-	return api.Image{Name: img.Name, Description: "pulled from " + img.Source, Ready: true, CreatedAt: img.CreatedAt,
+	return api.Image{Name: img.Name, Description: describe(img.Source), Ready: true, CreatedAt: img.CreatedAt,
 		Digest: img.Digest, Source: img.Source, SizeBytes: img.SizeBytes,
 		Config: &api.ImageConfig{Env: cfg.Env, Entrypoint: cfg.Entrypoint, Cmd: cfg.Cmd, WorkingDir: cfg.WorkingDir, User: cfg.User, ExposedPorts: cfg.ExposedPorts}}
+}
+
+// describe says where an image with source came from.
+func describe(source string) string {
+	switch {
+	case source == "build":
+		return "built"
+	case strings.HasPrefix(source, "build:"):
+		return "built from " + strings.TrimPrefix(source, "build:")
+	case strings.HasPrefix(source, "import:"):
+		return "imported from " + strings.TrimPrefix(source, "import:")
+	}
+	return "pulled from " + source
 }
 
 // lockName serializes pulls and deletes of one image name.

@@ -222,7 +222,11 @@ func (r *run) runCommand(ctx context.Context, root *os.File, st dockerfile.Step,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return errdefs.Wrap(api.CodeImageBuildFailed, err, "Dockerfile:%d: %s", st.Line, st.Text)
+		code := errdefs.CodeOf(err)
+		if code == "" {
+			code = api.CodeImageBuildFailed
+		}
+		return errdefs.Wrap(code, err, "Dockerfile:%d: %s", st.Line, st.Text)
 	}
 	if exit != 0 {
 		return errdefs.New(api.CodeBuildStepFailed, "Dockerfile:%d: %s: the command exited with status %d", st.Line, st.Text, exit)
