@@ -3,8 +3,11 @@ package testregistry
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -39,6 +42,14 @@ type Options struct {
 	// request after; it sends nothing when either is empty, so Password
 	// must not be.
 	Username, Password string
+	// Bearer, with Username, makes the registry ask for a bearer token
+	// instead (the token flow of Docker Hub, GHCR and most registries):
+	// 401 with `WWW-Authenticate: Bearer realm="URL/token",
+	// service="testregistry",scope=…`; GET /token with the basic
+	// credentials answers {"token": T, "access_token": T}, and only
+	// `Authorization: Bearer T` is let in. Wrong credentials at /token
+	// get 401.
+	Bearer bool
 }
 
 // Realm is the realm of the registry's basic authentication challenge.
@@ -54,6 +65,7 @@ type Request struct {
 // Registry is a registry served on a loopback port for one test.
 type Registry struct {
 	opts  Options
+	token string // the bearer token /token hands out (Options.Bearer)
 	srv   *httptest.Server
 	blobs *blobStore
 
@@ -75,6 +87,14 @@ func Start(t testing.TB, opts Options) *Registry {
 		t.Fatal("testregistry: a Username needs a Password")
 	}
 	r := &Registry{opts: opts, blobs: &blobStore{blobs: map[string][]byte{}, faults: map[string]fault{}}}
+	if opts.Bearer {
+		if opts.Username == "" {
+			t.Fatal("testregistry: Bearer needs a Username")
+		}
+		var b [16]byte
+		rand.Read(b[:])
+		r.token = hex.EncodeToString(b[:])
+	}
 	quiet := log.New(io.Discard, "", 0)
 	h := registry.New(registry.Logger(quiet), registry.WithBlobHandler(r.blobs))
 	r.srv = httptest.NewUnstartedServer(r.wrap(h))
@@ -202,10 +222,13 @@ func (m marked) RoundTrip(req *http.Request) (*http.Response, error) {
 func (r *Registry) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		if r.authorized(req) {
+		switch {
+		case r.opts.Bearer && req.URL.Path == "/token":
+			r.serveToken(sw, req)
+		case r.authorized(req):
 			h.ServeHTTP(sw, req)
-		} else {
-			unauthorized(sw)
+		default:
+			r.unauthorized(sw, req)
 		}
 		if req.Header.Get(pushHeader) != "" {
 			return
@@ -220,13 +243,39 @@ func (r *Registry) authorized(req *http.Request) bool {
 	if r.opts.Username == "" {
 		return true
 	}
+	if r.opts.Bearer {
+		tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(r.token)) == 1
+	}
+	return r.basicOK(req)
+}
+
+func (r *Registry) basicOK(req *http.Request) bool {
 	user, pass, ok := req.BasicAuth()
 	return ok && subtle.ConstantTimeCompare([]byte(user), []byte(r.opts.Username)) == 1 &&
 		subtle.ConstantTimeCompare([]byte(pass), []byte(r.opts.Password)) == 1
 }
 
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+// serveToken is the token endpoint of Options.Bearer.
+func (r *Registry) serveToken(w http.ResponseWriter, req *http.Request) {
+	if !r.basicOK(req) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+		http.Error(w, `{"details":"bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"token": r.token, "access_token": r.token, "expires_in": 300})
+}
+
+func (r *Registry) unauthorized(w http.ResponseWriter, req *http.Request) {
+	challenge := `Basic realm="` + Realm + `"`
+	if r.opts.Bearer {
+		challenge = fmt.Sprintf(`Bearer realm="%s/token",service="%s"`, r.srv.URL, Realm)
+		if repo, _, ok := strings.Cut(strings.TrimPrefix(req.URL.Path, "/v2/"), "/manifests/"); ok {
+			challenge += fmt.Sprintf(`,scope="repository:%s:pull"`, repo)
+		}
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	type regError struct{ Code, Message string }
