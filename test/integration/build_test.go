@@ -315,3 +315,41 @@ func TestImageBuildCutShortByACrash(t *testing.T) {
 		t.Errorf("built after the crash: %q", got)
 	}
 }
+
+// Sandboxes of a built and of a pulled image checkpoint, go off-site,
+// restore from off-site as new and fork like any other: their files and
+// their image's defaults (user, working directory, environment) come
+// back.
+func TestImageSandboxesCheckpointForkAndGoOffsite(t *testing.T) {
+	d, _ := offsiteDaemon(t)
+	reg := testregistry.Start(t, testregistry.Options{})
+	ref := reg.Ref("team/app", "1")
+	reg.Push(t, ref, testregistry.Standard(t, testregistry.WithBusybox()))
+	d.mustCLI("image", "pull", ref, "--insecure", "--name", "pulled")
+
+	dir := t.TempDir()
+	writeContext(t, dir, map[string]string{
+		"Dockerfile": "FROM busybox\nENV APP_MODE=built\nWORKDIR /srv\nCOPY data.txt .\nRUN chown -R 1000:1000 /srv\nUSER 1000:1000\n",
+		"data.txt":   "from the context\n",
+	})
+	d.mustCLI("image", "build", dir, "-t", "built", "--network", "none")
+
+	for _, tc := range []struct{ image, home, mode string }{{"built", "/srv", "built"}, {"pulled", "/home/app", "test"}} {
+		t.Run(tc.image, func(t *testing.T) {
+			sb := "of-" + tc.image
+			d.create(sb, "--image", tc.image)
+			d.sh(sb, "echo mine > mine.txt")
+			ck := d.checkpoint(sb)
+			d.waitOffsite(sb, ck.ID, "uploaded ×2", 2*time.Minute)
+			d.sh(sb, "rm mine.txt")
+			d.mustCLI("checkpoint", "restore", sb, ck.ID, "--as", sb+"-copy", "--from-offsite")
+			d.mustCLI("fork", sb+"-copy", "--count", "1", "--name-prefix", sb+"-f")
+			want := "mine\n1000\n" + tc.home + "\n" + tc.mode + "\n"
+			for _, name := range []string{sb + "-copy", sb + "-f-1"} {
+				if got := d.sh(name, "cat mine.txt; id -u; pwd; echo $APP_MODE"); got != want {
+					t.Errorf("%s: %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
