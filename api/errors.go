@@ -22,6 +22,15 @@ const (
 	CodeInvalidArgument = "V02" // a flag or field has a bad value
 	CodeInvalidRequest  = "V03" // the request body or method is malformed
 
+	CodeUnauthenticated = "A01" // no API token, or one that is not valid, has expired or was revoked
+	CodeForbidden       = "A02" // the token's role does not allow this (read cannot change anything; admin manages accounts and tokens)
+	CodeRateLimited     = "A03" // too many requests with this token: wait for Retry-After
+	CodeNoAccount       = "A04" // no account with that name
+	CodeAccountNotEmpty = "A05" // the account still holds sandboxes or checkpoints
+	CodeNoToken         = "A06" // no token with that id
+	CodeTokenNameTaken  = "A07" // the account has a token with that name already
+	CodeAccountExists   = "A08" // an account with that name exists already
+
 	CodeNoSandbox        = "S01" // no sandbox with that name in the account
 	CodeNameTaken        = "S02" // a sandbox with that name already exists
 	CodeAlreadyRunning   = "S03" // start of a running sandbox

@@ -25,10 +25,16 @@ import (
 // DefaultSocket is where cairnd listens unless told otherwise.
 const DefaultSocket = "/run/cairn/cairn.sock"
 
-// Client talks to one cairnd over its unix socket.
+// Client talks to one cairnd: over its unix socket (New), or over HTTPS
+// with an API token (NewRemote).
 type Client struct {
-	socket string
-	http   *http.Client
+	where string // what to name in "cannot reach" errors: the socket or the URL
+	base  string // "http://cairnd" or "https://HOST:PORT"
+	token string // sent as a bearer token; "" on the socket
+	http  *http.Client
+	// dial opens a connection to cairnd for a request written by hand
+	// (ConnectPort's upgrade).
+	dial func(ctx context.Context) (net.Conn, error)
 }
 
 // New returns a client for the cairnd listening on socket.
@@ -36,13 +42,14 @@ func New(socket string) *Client {
 	if socket == "" {
 		socket = DefaultSocket
 	}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
 	}
-	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+	}
+	return &Client{where: socket, base: "http://cairnd", http: &http.Client{Transport: tr}, dial: dial}
 }
 
 // Error is an error answered by cairnd, with its stable code.
@@ -97,10 +104,11 @@ func (c *Client) send(ctx context.Context, method, path string, body any, header
 		}
 		rd, isJSON = bytes.NewReader(j), true
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://cairnd"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
+	c.authorize(req)
 	for k, v := range header {
 		req.Header[k] = v
 	}
@@ -110,8 +118,8 @@ func (c *Client) send(ctx context.Context, method, path string, body any, header
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" {
-			return nil, fmt.Errorf("cannot reach cairnd at %s (is it running? start it with `make run`, or set --socket / CAIRN_SOCKET): %w", c.socket, err)
+		if errors.As(err, &opErr) && opErr.Op == "dial" || errors.Is(err, ErrFingerprint) {
+			return nil, c.unreachable(err)
 		}
 		return nil, err
 	}

@@ -51,19 +51,23 @@ func (c *Client) PortToken(ctx context.Context, rotate bool) (api.PortToken, err
 // through cairnd (the port need not be published). The connection's
 // CloseWrite half-closes it toward the port; the caller closes it.
 func (c *Client) ConnectPort(ctx context.Context, name string, port int) (*PortConn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", c.socket)
+	nc, err := c.dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach cairnd at %s (is it running? start it with `make run`, or set --socket / CAIRN_SOCKET): %w", c.socket, err)
+		return nil, c.unreachable(err)
 	}
-	conn := nc.(*net.UnixConn)
+	conn, ok := nc.(halfCloser)
+	if !ok {
+		nc.Close()
+		return nil, fmt.Errorf("connect: the connection to cairnd cannot half-close")
+	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://cairnd"+portsPath(name)+"/"+strconv.Itoa(port)+"/connect", nil)
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+portsPath(name)+"/"+strconv.Itoa(port)+"/connect", nil)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
+	c.authorize(req)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", api.ConnectUpgrade)
 	if err := req.Write(conn); err != nil {
@@ -91,14 +95,21 @@ func (c *Client) ConnectPort(ctx context.Context, name string, port int) (*PortC
 		conn.Close()
 		return nil, ctx.Err()
 	}
-	return &PortConn{UnixConn: conn, r: br}, nil
+	return &PortConn{halfCloser: conn, r: br}, nil
 }
 
 // PortConn is a TCP connection to a port inside a sandbox, carried by
 // cairnd's socket.
 type PortConn struct {
-	*net.UnixConn
+	halfCloser
 	r *bufio.Reader // holds what came after cairnd's answer
+}
+
+// halfCloser is a connection to cairnd that can close its writing half:
+// a unix socket's, or TLS's over TCP.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
 }
 
 // Read implements net.Conn.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
-	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
@@ -61,19 +60,19 @@ func New(d Deps, info api.ServerInfo) *Server {
 // (unknown path, wrong method) is answered in the one error shape.
 func newMux(s *Server, rts []route) *http.ServeMux {
 	mux := http.NewServeMux()
-	byPath := map[string]map[string]func(*Server, http.ResponseWriter, *http.Request) error{}
+	byPath := map[string]map[string]route{}
 	var paths []string
 	for _, rt := range rts {
 		if byPath[rt.path] == nil {
-			byPath[rt.path] = map[string]func(*Server, http.ResponseWriter, *http.Request) error{}
+			byPath[rt.path] = map[string]route{}
 			paths = append(paths, rt.path)
 		}
-		byPath[rt.path][rt.method] = rt.handler
+		byPath[rt.path][rt.method] = rt
 	}
 	for _, p := range paths {
 		methods := byPath[p]
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			h, ok := methods[r.Method]
+			rt, ok := methods[r.Method]
 			if !ok {
 				var allowed []string
 				for m := range methods {
@@ -84,7 +83,11 @@ func newMux(s *Server, rts []route) *http.ServeMux {
 				writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 				return
 			}
-			if err := h(s, w, r); err != nil {
+			if err := allowed(r, rt); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if err := rt.handler(s, w, r); err != nil {
 				s.fail(w, r, err)
 			}
 		})
@@ -102,8 +105,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func statusOf(code string) int {
 	switch code {
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
-		api.CodePortNotPublished, api.CodeNoSuchImage:
+		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken:
 		return http.StatusNotFound
+	case api.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case api.CodeForbidden:
+		return http.StatusForbidden
+	case api.CodeRateLimited:
+		return http.StatusTooManyRequests
+	case api.CodeAccountNotEmpty, api.CodeTokenNameTaken, api.CodeAccountExists:
+		return http.StatusConflict
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
 		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite, api.CodeLocalGone,
 		api.CodeImageExists, api.CodeImageInUse:
@@ -202,7 +213,7 @@ func bodyTimeout(err error) error {
 
 // account returns the account a request acts for. On the local socket every
 // request acts for the default account; token auth comes with TCP.
-func (s *Server) account(*http.Request) string { return metadata.DefaultAccount }
+func (s *Server) account(r *http.Request) string { return credential(r).Account }
 
 // accepted answers 202 with an operation, or, if the client accepts
 // NDJSON, streams the operation's events in the response instead.

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// Who a request speaks for. On the unix socket (root only: the
+// administrator's channel) every request is the default account's, as
+// admin. On the TCP listener (RemoteHandler) every request carries an API
+// token; its account and role come from the token alone, never from the
+// request. Each route needs a role (needs): reading is read's, changing
+// member's, managing the host admin's.
+
+// Authenticator checks the API tokens of the TCP listener's requests.
+type Authenticator interface {
+	// Authenticate returns the credential of token (remote is where the
+	// request came from); A01 for a token that is malformed, unknown,
+	// expired or revoked.
+	Authenticate(ctx context.Context, token, remote string) (auth.Credential, error)
+}
+
+// socketCredential is the credential of the unix socket's requests.
+var socketCredential = auth.Credential{Account: metadata.DefaultAccount, Role: auth.RoleAdmin, Remote: "unix"}
+
+// adminRoutes are the routes only admin tokens may use: they manage the
+// host, or what every account shares.
+var adminRoutes = map[string]bool{
+	"DELETE /v1/images/{name}": true,
+	"POST /v1/images/prune":    true,
+}
+
+// needs is the role route rt needs.
+func needs(rt route) auth.Role {
+	switch {
+	case adminRoutes[rt.method+" "+rt.path]:
+		return auth.RoleAdmin
+	case rt.method == http.MethodGet || rt.method == http.MethodHead:
+		return auth.RoleRead
+	}
+	return auth.RoleMember
+}
+
+// RemoteHandler serves the API to requests that carry an API token
+// (Authorization: Bearer TOKEN): cairnd's TCP listener.
+func (s *Server) RemoteHandler(authn Authenticator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
+			writeError(w, http.StatusUnauthorized, api.CodeUnauthenticated, "this request needs an API token (Authorization: Bearer TOKEN; `cairn login` stores one)")
+			return
+		}
+		cred, err := authn.Authenticate(r.Context(), strings.TrimSpace(token), r.RemoteAddr)
+		if err != nil {
+			if errdefs.CodeOf(err) == api.CodeUnauthenticated {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cairn", error="invalid_token"`)
+			}
+			s.fail(w, r, err)
+			return
+		}
+		s.mux.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), cred)))
+	})
+}
+
+// credential is who r speaks for.
+func credential(r *http.Request) auth.Credential {
+	if c, ok := auth.FromContext(r.Context()); ok {
+		return c
+	}
+	return socketCredential
+}
+
+// allowed fails with A02 unless r's credential has the role rt needs.
+func allowed(r *http.Request, rt route) error {
+	c := credential(r)
+	need := needs(rt)
+	if !c.Role.Allows(need) {
+		return errdefs.New(api.CodeForbidden, "a %s token cannot %s %s (it needs %s)", c.Role, rt.method, rt.path, need)
+	}
+	return nil
+}
