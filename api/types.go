@@ -350,3 +350,57 @@ type ServerInfo struct {
 	Runtime string `json:"runtime"` // path of runsc in use
 	Pool    string `json:"pool"`
 }
+
+// AccountRecord is an account as the accounts routes show it.
+type AccountRecord struct {
+	Name      string    `json:"name"`
+	DiskLimit int64     `json:"disk_limit"` // bytes; 0: the host's default
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CreateAccountRequest is the body of POST /v1/accounts.
+type CreateAccountRequest struct {
+	Name      string `json:"name"`
+	DiskLimit string `json:"disk_limit,omitempty"` // a size, "100G"; "": the host's default
+}
+
+// SetAccountRequest is the body of PATCH /v1/accounts/{name}.
+type SetAccountRequest struct {
+	DiskLimit *string `json:"disk_limit,omitempty"` // a size; "0": the host's default
+}
+
+// Token is an API token, without its secret.
+type Token struct {
+	ID         string     `json:"id"` // public: lists and the audit log name it
+	Account    string     `json:"account"`
+	Name       string     `json:"name"`
+	Role       string     `json:"role"`  // "admin", "member" or "read"
+	State      string     `json:"state"` // "active", "expired" or "revoked"
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+// NewToken is a token just made: the only answer that holds its secret.
+type NewToken struct {
+	Token string `json:"token"` // "cairn_<id>_<secret>": shown once, never stored
+	Info  Token  `json:"info"`
+}
+
+// CreateTokenRequest is the body of POST /v1/tokens.
+type CreateTokenRequest struct {
+	Account string `json:"account,omitempty"` // default: the caller's
+	Name    string `json:"name"`
+	Role    string `json:"role,omitempty"`    // default "member"
+	Expires string `json:"expires,omitempty"` // a duration, "30d", "12h"; "": never
+}
+
+// Whoami is who a request speaks for (GET /v1/whoami).
+type Whoami struct {
+	Account   string `json:"account"`
+	Role      string `json:"role"`
+	TokenID   string `json:"token_id,omitempty"`
+	TokenName string `json:"token_name,omitempty"`
+	Via       string `json:"via"` // "unix socket" or "https"
+}

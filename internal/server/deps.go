@@ -229,6 +229,7 @@ type Deps struct {
 	Rewinds     Rewinds
 	Processes   Processes
 	Accounts    Accounts
+	Access      Access
 	Images      Images
 	Operations  Operations
 	Scope       SandboxScope

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/activity"
+	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
@@ -69,7 +70,7 @@ func newFake(t *testing.T) *fake {
 // server returns a Server over f.
 func (f *fake) server() *Server {
 	return New(Deps{
-		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f,
+		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f, Access: fakeAccess{f},
 		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub,
 	}, api.ServerInfo{Version: "test"})
 }
@@ -361,3 +362,43 @@ func (s *fakeStream) isClosed() bool {
 
 func errorV02(msg string) error { return errdefs.New(api.CodeInvalidArgument, "%s", msg) }
 func errorL06(msg string) error { return errdefs.New(api.CodeInsideQuota, "%s", msg) }
+
+// fakeAccess is the fake's Access role.
+type fakeAccess struct{ *fake }
+
+var _ Access = fakeAccess{}
+
+func (f fakeAccess) CreateAccount(_ context.Context, name string, diskLimit int64) (api.AccountRecord, error) {
+	f.record("Access.CreateAccount", "", name, diskLimit)
+	return api.AccountRecord{Name: name, DiskLimit: diskLimit}, f.err
+}
+
+func (f fakeAccess) Accounts(context.Context) ([]api.AccountRecord, error) {
+	f.record("Access.Accounts", "")
+	return []api.AccountRecord{{Name: "default"}}, f.err
+}
+
+func (f fakeAccess) SetDiskLimit(_ context.Context, name string, bytes int64) (api.AccountRecord, error) {
+	f.record("Access.SetDiskLimit", "", name, bytes)
+	return api.AccountRecord{Name: name, DiskLimit: bytes}, f.err
+}
+
+func (f fakeAccess) DeleteAccount(_ context.Context, name string) error {
+	f.record("Access.DeleteAccount", "", name)
+	return f.err
+}
+
+func (f fakeAccess) CreateToken(_ context.Context, account, name string, role auth.Role, ttl time.Duration) (api.NewToken, error) {
+	f.record("Access.CreateToken", "", account, name, role, ttl)
+	return api.NewToken{Token: "cairn_x", Info: api.Token{Name: name}}, f.err
+}
+
+func (f fakeAccess) Tokens(_ context.Context, account string) ([]api.Token, error) {
+	f.record("Access.Tokens", "", account)
+	return []api.Token{}, f.err
+}
+
+func (f fakeAccess) RevokeToken(_ context.Context, id string) (api.Token, error) {
+	f.record("Access.RevokeToken", "", id)
+	return api.Token{ID: id}, f.err
+}

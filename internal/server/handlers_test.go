@@ -17,8 +17,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -81,6 +83,21 @@ var routeCases = []routeCase{
 		want: &call{"Images.Import", "", []any{"TARBYTES", "app", "app.tar"}}},
 	{method: "POST", pattern: "/v1/images/build", path: "/v1/images/build?name=app&source=ctx&build_arg=A%3D1&build_arg=B%3Dx%3Dy&network=none&no_cache=true", body: `TARBYTES`, status: 202,
 		want: &call{"Images.Build", "", []any{"TARBYTES", api.BuildImageRequest{Name: "app", Source: "ctx", BuildArgs: map[string]string{"A": "1", "B": "x=y"}, Network: "none", NoCache: true}}}},
+	{method: "GET", pattern: "/v1/whoami", path: "/v1/whoami", status: 200, bodyHas: `"via":"unix socket"`, noErr: true},
+	{method: "GET", pattern: "/v1/accounts", path: "/v1/accounts", status: 200,
+		want: &call{"Access.Accounts", "", nil}, bodyHas: `"default"`},
+	{method: "POST", pattern: "/v1/accounts", path: "/v1/accounts", body: `{"name":"team","disk_limit":"1G"}`, status: 201,
+		want: &call{"Access.CreateAccount", "", []any{"team", int64(1 << 30)}}},
+	{method: "PATCH", pattern: "/v1/accounts/{name}", path: "/v1/accounts/team", body: `{"disk_limit":"0"}`, status: 200,
+		want: &call{"Access.SetDiskLimit", "", []any{"team", int64(0)}}},
+	{method: "DELETE", pattern: "/v1/accounts/{name}", path: "/v1/accounts/team", status: 200,
+		want: &call{"Access.DeleteAccount", "", []any{"team"}}, bodyHas: `"deleted":"team"`},
+	{method: "GET", pattern: "/v1/tokens", path: "/v1/tokens?account=team", status: 200,
+		want: &call{"Access.Tokens", "", []any{"team"}}},
+	{method: "POST", pattern: "/v1/tokens", path: "/v1/tokens", body: `{"name":"ci","role":"read","expires":"30d"}`, status: 201,
+		want: &call{"Access.CreateToken", "", []any{def, "ci", auth.RoleRead, 30 * 24 * time.Hour}}, bodyHas: `"token":"cairn_x"`},
+	{method: "DELETE", pattern: "/v1/tokens/{id}", path: "/v1/tokens/abcdefghijkl", status: 200,
+		want: &call{"Access.RevokeToken", "", []any{"abcdefghijkl"}}},
 	{method: "GET", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,
 		want: &call{"Images.Info", "", []any{"app"}}, bodyHas: `"name":"app"`},
 	{method: "DELETE", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,

@@ -28,6 +28,7 @@ type Server struct {
 	rewinds     Rewinds
 	processes   Processes
 	accounts    Accounts
+	access      Access
 	images      Images
 	ops         Operations
 	scope       SandboxScope
@@ -48,7 +49,7 @@ type Server struct {
 func New(d Deps, info api.ServerInfo) *Server {
 	s := &Server{
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
-		processes: d.Processes, accounts: d.Accounts, images: d.Images,
+		processes: d.Processes, accounts: d.Accounts, access: d.Access, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
