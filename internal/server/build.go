@@ -46,7 +46,7 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 // queryBool is the boolean ?name= of q: absent is false. V02 if it is

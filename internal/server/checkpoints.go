@@ -22,8 +22,9 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		return accepted(w, r, op)
+		return s.accepted(w, r, op)
 	}
+	s.accountOps.add(op.Info().ID, s.account(r), s.ops)
 	return streamEvents(w, r, op)
 }
 
@@ -76,7 +77,7 @@ func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
@@ -88,7 +89,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -102,7 +103,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -126,7 +127,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
@@ -180,5 +181,5 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
 func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) error {
@@ -56,7 +57,7 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 // importImage receives an image archive as the request body (a tar, or
@@ -79,7 +80,7 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
@@ -100,7 +101,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -117,7 +118,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -125,7 +126,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -139,7 +140,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) restartSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -147,16 +148,32 @@ func (s *Server) restartSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return accepted(w, r, op)
+	return s.accepted(w, r, op)
 }
 
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.ops.List())
+	all := s.ops.List()
+	mine := make([]api.Operation, 0, len(all))
+	for _, op := range all {
+		if s.accountOps.ownedBy(op.ID, s.account(r)) {
+			mine = append(mine, op)
+		}
+	}
+	writeJSON(w, http.StatusOK, mine)
 	return nil
 }
 
+// operation returns operation id if r's account started it; O01, as for
+// one that does not exist, otherwise.
+func (s *Server) operation(r *http.Request, id string) (*operation.Op, error) {
+	if !s.accountOps.ownedBy(id, s.account(r)) {
+		return nil, errdefs.New(api.CodeNoOperation, "no operation %q", id)
+	}
+	return s.ops.Get(id)
+}
+
 func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
-	op, err := s.ops.Get(r.PathValue("id"))
+	op, err := s.operation(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -166,7 +183,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
 
 // operationEvents streams an operation's events as NDJSON.
 func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
-	op, err := s.ops.Get(r.PathValue("id"))
+	op, err := s.operation(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

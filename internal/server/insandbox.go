@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
 // sandboxRoutes is the API of the management socket, /.cairn/api.sock,
@@ -165,6 +166,7 @@ func (s *Server) sbCreateCheckpoint(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	s.insideOps.add(op.Info().ID, sc.id, s.ops)
+	s.accountOps.add(op.Info().ID, sc.account, s.ops)
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
 		return accepted(w, r, op)
 	}
@@ -186,6 +188,7 @@ func (s *Server) sbRestore(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.insideOps.add(op.Info().ID, sc.id, s.ops)
+	s.accountOps.add(op.Info().ID, sc.account, s.ops)
 	writeJSON(w, http.StatusAccepted, op.Info())
 	return nil
 }
@@ -209,7 +212,7 @@ func (s *Server) sbOperationEvents(w http.ResponseWriter, r *http.Request) error
 // operations the registry forgot are dropped as more come.
 type opOwners struct {
 	mu      sync.Mutex
-	sandbox map[string]string // operation id → sandbox id
+	sandbox map[string]string // operation id → sandbox id (or account name)
 }
 
 // opOwnersSweep is the size past which add drops forgotten operations.
@@ -229,6 +232,19 @@ func (o *opOwners) add(opID, sandboxID string, ops Operations) {
 		}
 	}
 	o.sandbox[opID] = sandboxID
+}
+
+// ownedBy reports whether account started operation opID through the
+// API; an operation started otherwise (by cairnd itself, or before a
+// restart) is the default account's.
+func (o *opOwners) ownedBy(opID, account string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	owner, ok := o.sandbox[opID]
+	if !ok {
+		owner = metadata.DefaultAccount
+	}
+	return owner == account
 }
 
 // check answers O01, as for an operation that does not exist, unless

@@ -42,6 +42,9 @@ type Server struct {
 	// insideOps is which sandbox started each operation through its
 	// management socket.
 	insideOps opOwners
+	// accountOps is which account started each operation through the
+	// API: an account sees its own operations alone.
+	accountOps opOwners
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
@@ -215,6 +218,13 @@ func bodyTimeout(err error) error {
 // account returns the account a request acts for. On the local socket every
 // request acts for the default account; token auth comes with TCP.
 func (s *Server) account(r *http.Request) string { return credential(r).Account }
+
+// accepted records that r's account started op, and answers as accepted
+// does.
+func (s *Server) accepted(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
+	s.accountOps.add(op.Info().ID, s.account(r), s.ops)
+	return accepted(w, r, op)
+}
 
 // accepted answers 202 with an operation, or, if the client accepts
 // NDJSON, streams the operation's events in the response instead.
