@@ -349,6 +349,11 @@ type ServerInfo struct {
 	Account string `json:"account"`
 	Runtime string `json:"runtime"` // path of runsc in use
 	Pool    string `json:"pool"`
+	// Listen is the API's HTTPS address, and TLSFingerprint its
+	// certificate's ("sha256:…", what clients pin); absent without
+	// cairnd --listen.
+	Listen         string `json:"listen,omitempty"`
+	TLSFingerprint string `json:"tls_fingerprint,omitempty"`
 }
 
 // AccountRecord is an account as the accounts routes show it.

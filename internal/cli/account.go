@@ -11,9 +11,9 @@ import (
 )
 
 func newAccountCommand(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "account",
-		Short: "Show your account's disk use and limit",
+		Short: "Show your account's disk use and limit; manage accounts (admin)",
 		Long: `Show your account: its name, the disk space its sandboxes and checkpoints
 use in the pool against its disk limit, and how many sandboxes and
 checkpoints (automatic ones and those of deleted sandboxes included) it
@@ -23,7 +23,10 @@ disk counts data shared between sandboxes and checkpoints once; images are
 not counted. Past the limit, creating sandboxes or checkpoints fails with
 L04 and nothing already stored is touched.
 
---json prints the account object.`,
+--json prints the account object.
+
+An admin manages the host's accounts with the subcommands: create, list,
+show, set, delete (and their tokens with cairn token).`,
 		Example: `  cairn account
   cairn account --json`,
 		Args: exactArgs(),
@@ -31,6 +34,8 @@ L04 and nothing already stored is touched.
 			return runAccount(cmd.Context(), g)
 		},
 	}
+	cmd.AddCommand(accountSubcommands(g)...)
+	return cmd
 }
 
 func runAccount(ctx context.Context, g *globalOptions) error {

@@ -45,7 +45,11 @@ const (
 // globalOptions holds the flags every command has and where output goes.
 type globalOptions struct {
 	Socket string // cairnd's unix socket
+	Host   string // a remote cairnd, https://HOST:PORT (remote.go)
+	Token  string // its API token
 	JSON   bool   // machine output on stdout
+
+	remote *client.Client // the remote cairnd connect chose; nil: the socket
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -58,7 +62,12 @@ func newGlobalOptions(stdin io.Reader, stdout, stderr io.Writer) *globalOptions 
 }
 
 // client returns a client for the daemon the options point at.
-func (g *globalOptions) client() *client.Client { return client.New(g.Socket) }
+func (g *globalOptions) client() *client.Client {
+	if g.remote != nil {
+		return g.remote
+	}
+	return client.New(g.Socket)
+}
 
 // printJSON writes v to stdout as indented JSON, every string in it exact
 // and every character a terminal could obey written as a \u escape
@@ -102,7 +111,9 @@ func newRootCommand(g *globalOptions) *cobra.Command {
 		Short: "Run Linux sandboxes you can save, rewind and branch",
 		Long: `cairn manages gVisor sandboxes run by the cairnd daemon on this machine.
 
-It talks to cairnd over a unix socket: --socket, else $CAIRN_SOCKET, else ` + client.DefaultSocket + `.
+It talks to cairnd over a unix socket: --socket, else $CAIRN_SOCKET, else ` + client.DefaultSocket + `;
+or to a remote cairnd over HTTPS with an API token: --host and --token
+($CAIRN_HOST, $CAIRN_TOKEN), or what cairn login stored.
 Every command accepts --json for machine output on stdout.
 
 Exit codes: 0 success, 1 the command failed, 2 usage error, 130 interrupted.
@@ -128,6 +139,14 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Socket, "socket", socket, "cairnd's unix socket (env CAIRN_SOCKET)")
 	pf.BoolVar(&g.JSON, "json", false, "machine output (JSON) on stdout, errors included")
+	pf.StringVar(&g.Host, "host", "", "a remote cairnd, https://HOST:PORT (env CAIRN_HOST; default: the one `cairn login` stored, else the socket)")
+	pf.StringVar(&g.Token, "token", "", "the remote cairnd's API token (env CAIRN_TOKEN)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd.Name() == "login" || cmd.Name() == "logout" || cmd.Name() == "version" {
+			return nil
+		}
+		return g.connect(cmd)
+	}
 
 	root.AddCommand(
 		newCreateCommand(g),
@@ -154,6 +173,11 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newImageCommand(g),
 		newNetworkCommand(g),
 		newAccountCommand(g),
+		newTokenCommand(g),
+		newLoginCommand(g),
+		newLogoutCommand(g),
+		newWhoamiCommand(g),
+		newServerCommand(g),
 		newVerifyCommand(g),
 		newOperationCommand(g),
 		newVersionCommand(g),

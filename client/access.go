@@ -1,0 +1,60 @@
+package client
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// Whoami says who the client's requests speak for: its token's account
+// and role, or the unix socket's (the default account, as admin).
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var out api.Whoami
+	return out, c.do(ctx, "GET", "/v1/whoami", nil, &out)
+}
+
+// Accounts lists every account (admin).
+func (c *Client) Accounts(ctx context.Context) ([]api.AccountRecord, error) {
+	var out []api.AccountRecord
+	return out, c.do(ctx, "GET", "/v1/accounts", nil, &out)
+}
+
+// CreateAccount makes an account (admin).
+func (c *Client) CreateAccount(ctx context.Context, req api.CreateAccountRequest) (api.AccountRecord, error) {
+	var out api.AccountRecord
+	return out, c.do(ctx, "POST", "/v1/accounts", req, &out)
+}
+
+// SetAccount changes an account (admin).
+func (c *Client) SetAccount(ctx context.Context, name string, req api.SetAccountRequest) (api.AccountRecord, error) {
+	var out api.AccountRecord
+	return out, c.do(ctx, "PATCH", "/v1/accounts/"+url.PathEscape(name), req, &out)
+}
+
+// DeleteAccount deletes an account that holds nothing (admin).
+func (c *Client) DeleteAccount(ctx context.Context, name string) error {
+	return c.do(ctx, "DELETE", "/v1/accounts/"+url.PathEscape(name), nil, nil)
+}
+
+// Tokens lists account's tokens, every account's with "" (admin).
+func (c *Client) Tokens(ctx context.Context, account string) ([]api.Token, error) {
+	var out []api.Token
+	path := "/v1/tokens"
+	if account != "" {
+		path += "?" + url.Values{"account": {account}}.Encode()
+	}
+	return out, c.do(ctx, "GET", path, nil, &out)
+}
+
+// CreateToken makes a token (admin); the answer holds its secret, once.
+func (c *Client) CreateToken(ctx context.Context, req api.CreateTokenRequest) (api.NewToken, error) {
+	var out api.NewToken
+	return out, c.do(ctx, "POST", "/v1/tokens", req, &out)
+}
+
+// RevokeToken revokes a token (admin).
+func (c *Client) RevokeToken(ctx context.Context, id string) (api.Token, error) {
+	var out api.Token
+	return out, c.do(ctx, "DELETE", "/v1/tokens/"+url.PathEscape(id), nil, &out)
+}
