@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/operation"
+)
+
+// fakeAuth knows a token per role, each of account "acct-b".
+type fakeAuth struct{}
+
+func (fakeAuth) Authenticate(_ context.Context, token, remote string) (auth.Credential, error) {
+	role, ok := strings.CutPrefix(token, "tok-")
+	if !ok || !auth.Role(role).Valid() {
+		return auth.Credential{}, errdefs.New(api.CodeUnauthenticated, "the API token is not valid")
+	}
+	return auth.Credential{Account: "acct-b", Role: auth.Role(role), TokenID: "abcdefghijkl", TokenName: role, Remote: remote}, nil
+}
+
+// hostWide are the routes whose calls act for no account: what the host
+// shares (images), manages (accounts, tokens) or keeps per request
+// (operations, checked against the starting account in the server).
+var hostWide = map[string]bool{
+	"GET /v1/images": true, "POST /v1/images/pull": true, "POST /v1/images/import": true, "POST /v1/images/build": true,
+	"GET /v1/images/{name}": true, "DELETE /v1/images/{name}": true, "POST /v1/images/prune": true,
+	"GET /v1/accounts": true, "POST /v1/accounts": true, "PATCH /v1/accounts/{name}": true, "DELETE /v1/accounts/{name}": true,
+	"GET /v1/tokens": true, "POST /v1/tokens": true, "DELETE /v1/tokens/{id}": true,
+	"GET /v1/operations": true, "GET /v1/operations/{id}": true, "GET /v1/operations/{id}/events": true,
+}
+
+// Through the TCP listener, every route of the table acts for the
+// token's account alone, whatever the request says: each call a route
+// makes carries the token's account, or the route is one of the host's
+// (hostWide). A route added later that takes its account from anywhere
+// else fails here.
+func TestRemoteRoutesActForTheTokensAccount(t *testing.T) {
+	f := newFake(t)
+	s := f.server()
+	h := s.RemoteHandler(fakeAuth{})
+	for _, c := range routeCases {
+		route := c.method + " " + c.pattern
+		path := c.path
+		if strings.Contains(path, "{op}") {
+			// An operation of acct-b's own, started through the API.
+			op := f.ops.Start("test", "x", func(context.Context, *operation.Op) (any, error) { return "ok", nil })
+			op.Wait(t.Context())
+			s.accountOps.add(op.Info().ID, "acct-b", s.ops)
+			path = strings.ReplaceAll(path, "{op}", op.Info().ID)
+		}
+		f.err = nil
+		f.takeCalls()
+		rec := serve(t, h, c.method, path, c.body, append([]string{"Authorization", "Bearer tok-admin"}, c.hdr...)...)
+		if rec.Code != c.status {
+			t.Errorf("%s: %d %s, want %d", route, rec.Code, rec.Body, c.status)
+			continue
+		}
+		for _, got := range f.takeCalls() {
+			switch {
+			case got.Account == "" && !hostWide[route]:
+				t.Errorf("%s: called %s for no account; a route of an account's must act for the token's", route, got.Method)
+			case got.Account != "" && got.Account != "acct-b" && got.Method != "Whoami":
+				t.Errorf("%s: called %s for account %q, want the token's, acct-b", route, got.Method, got.Account)
+			}
+		}
+	}
+}
+
+// A request without a token, or with a bad one, is A01 with a Bearer
+// challenge; read cannot change anything, member cannot manage the host.
+func TestRemoteRolesAndCredentials(t *testing.T) {
+	f := newFake(t)
+	h := f.server().RemoteHandler(fakeAuth{})
+	for _, tc := range []struct {
+		hdr    []string
+		status int
+		code   string
+	}{
+		{nil, http.StatusUnauthorized, api.CodeUnauthenticated},
+		{[]string{"Authorization", "Basic eDp5"}, http.StatusUnauthorized, api.CodeUnauthenticated},
+		{[]string{"Authorization", "Bearer nope"}, http.StatusUnauthorized, api.CodeUnauthenticated},
+	} {
+		rec := serve(t, h, "GET", "/v1/sandboxes", "", tc.hdr...)
+		if e := errorOf(t, rec); rec.Code != tc.status || e.Code != tc.code || !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%v: %d %+v %q", tc.hdr, rec.Code, e, rec.Header().Get("WWW-Authenticate"))
+		}
+	}
+	if calls := f.takeCalls(); len(calls) != 0 {
+		t.Fatalf("unauthenticated requests reached the roles: %+v", calls)
+	}
+	for _, c := range routeCases {
+		rt := route{method: c.method, path: c.pattern}
+		for _, role := range []auth.Role{auth.RoleRead, auth.RoleMember, auth.RoleAdmin} {
+			if role.Allows(needs(rt)) {
+				continue
+			}
+			f.takeCalls()
+			path := strings.ReplaceAll(c.path, "{op}", "0123456789abcdef")
+			rec := serve(t, h, c.method, path, c.body, append([]string{"Authorization", "Bearer tok-" + string(role)}, c.hdr...)...)
+			if e := errorOf(t, rec); rec.Code != http.StatusForbidden || e.Code != api.CodeForbidden {
+				t.Errorf("%s %s as %s: %d %+v, want 403 A02", c.method, c.pattern, role, rec.Code, e)
+			}
+			if calls := f.takeCalls(); len(calls) != 0 {
+				t.Errorf("%s %s as %s reached the roles: %+v", c.method, c.pattern, role, calls)
+			}
+		}
+	}
+	// What read may do: every GET; never a change.
+	for _, rt := range routes {
+		if need := needs(rt); (rt.method == "GET") != (need == auth.RoleRead) && !adminRoutes[rt.method+" "+rt.path] {
+			t.Errorf("%s %s needs %s", rt.method, rt.path, need)
+		}
+	}
+	if !reflect.DeepEqual(needs(route{method: "DELETE", path: "/v1/tokens/{id}"}), auth.RoleAdmin) {
+		t.Error("revoking a token is not admin's")
+	}
+}
