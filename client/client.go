@@ -272,3 +272,10 @@ func (c *Client) ServiceLogs(ctx context.Context, name, service string, tail int
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
 }
+
+// Operations lists the operations cairnd knows: running and recently
+// finished ones (the account's own, through a token).
+func (c *Client) Operations(ctx context.Context) ([]api.Operation, error) {
+	var out []api.Operation
+	return out, c.do(ctx, "GET", "/v1/operations", nil, &out)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/auth"
@@ -72,8 +74,47 @@ func (s *Server) RemoteHandler(authn Authenticator) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
+		if !s.tokenRates.take(cred.TokenID) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited,
+				"too many requests with this token: at most "+itoa(tokenRequestRate)+" a second; wait for Retry-After")
+			return
+		}
 		s.mux.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), cred)))
 	})
+}
+
+// A token may make tokenRequestRate requests a second on average, and
+// tokenRequestBurst at once; beyond, 429 and A03.
+const (
+	tokenRequestRate  = 100
+	tokenRequestBurst = 200
+	// tokenRatesMax bounds the buckets kept; past it the full ones go.
+	tokenRatesMax = 10000
+)
+
+// tokenRates is a request rate per token.
+type tokenRates struct {
+	mu      sync.Mutex
+	buckets map[string]*tokenBucket
+	now     func() time.Time // nil: time.Now
+}
+
+func (t *tokenRates) take(id string) bool {
+	t.mu.Lock()
+	if t.buckets == nil {
+		t.buckets = map[string]*tokenBucket{}
+	}
+	b := t.buckets[id]
+	if b == nil {
+		if len(t.buckets) >= tokenRatesMax {
+			clear(t.buckets) // each restarts full: at worst one more burst
+		}
+		b = newTokenBucket(tokenRequestRate, tokenRequestBurst, t.now)
+		t.buckets[id] = b
+	}
+	t.mu.Unlock()
+	return b.take()
 }
 
 // credential is who r speaks for.

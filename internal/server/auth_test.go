@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/auth"
@@ -119,5 +120,32 @@ func TestRemoteRolesAndCredentials(t *testing.T) {
 	}
 	if !reflect.DeepEqual(needs(route{method: "DELETE", path: "/v1/tokens/{id}"}), auth.RoleAdmin) {
 		t.Error("revoking a token is not admin's")
+	}
+}
+
+// A token past its rate gets 429 A03 with Retry-After, and is let in
+// again as its bucket refills.
+func TestRemoteRateLimitPerToken(t *testing.T) {
+	f := newFake(t)
+	s := f.server()
+	now := time.Unix(1e9, 0)
+	s.tokenRates.now = func() time.Time { return now }
+	h := s.RemoteHandler(fakeAuth{})
+	limited := 0
+	for range tokenRequestBurst + 10 {
+		rec := serve(t, h, "GET", "/v1/whoami", "", "Authorization", "Bearer tok-read")
+		if rec.Code == http.StatusTooManyRequests {
+			limited++
+			if e := errorOf(t, rec); e.Code != api.CodeRateLimited || rec.Header().Get("Retry-After") == "" {
+				t.Fatalf("limited: %+v %q", e, rec.Header().Get("Retry-After"))
+			}
+		}
+	}
+	if limited != 10 {
+		t.Errorf("%d of %d requests limited, want 10", limited, tokenRequestBurst+10)
+	}
+	now = now.Add(time.Second)
+	if rec := serve(t, h, "GET", "/v1/whoami", "", "Authorization", "Bearer tok-read"); rec.Code != http.StatusOK {
+		t.Errorf("a second later: %d", rec.Code)
 	}
 }

@@ -45,6 +45,8 @@ type Server struct {
 	// accountOps is which account started each operation through the
 	// API: an account sees its own operations alone.
 	accountOps opOwners
+	// tokenRates is each API token's request rate (RemoteHandler).
+	tokenRates tokenRates
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
