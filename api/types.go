@@ -409,3 +409,24 @@ type Whoami struct {
 	TokenName string `json:"token_name,omitempty"`
 	Via       string `json:"via"` // "unix socket" or "https"
 }
+
+// AuditEntry is one change made through the API (GET /v1/audit).
+type AuditEntry struct {
+	ID        int64     `json:"id"`
+	At        time.Time `json:"at"`
+	Account   string    `json:"account,omitempty"`  // "" for the host's own (images, accounts)
+	TokenID   string    `json:"token_id,omitempty"` // "" for the unix socket
+	TokenName string    `json:"token_name,omitempty"`
+	Remote    string    `json:"remote"`  // "unix" or IP:port
+	Action    string    `json:"action"`  // "sandbox.create", "token.revoke"…
+	Target    string    `json:"target"`  // "web", "web/v3"…
+	Outcome   string    `json:"outcome"` // "ok", "accepted" (an operation started) or the error code
+	Detail    string    `json:"detail,omitempty"`
+}
+
+// AuditQuery says which entries GET /v1/audit returns (?since=1h&target=web&limit=N).
+type AuditQuery struct {
+	Since  time.Time
+	Target string
+	Limit  int
+}

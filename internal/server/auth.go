@@ -134,3 +134,14 @@ func allowed(r *http.Request, rt route) error {
 	}
 	return nil
 }
+
+// permitted wraps h so that it answers A02 unless the credential has the
+// role rt needs.
+func permitted(rt route, h func(*Server, http.ResponseWriter, *http.Request) error) func(*Server, http.ResponseWriter, *http.Request) error {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
+		if err := allowed(r, rt); err != nil {
+			return err
+		}
+		return h(s, w, r)
+	}
+}

@@ -149,3 +149,50 @@ func TestRemoteRateLimitPerToken(t *testing.T) {
 		t.Errorf("a second later: %d", rec.Code)
 	}
 }
+
+// Every route that changes something is audited (or, a use and not a
+// change, skipped by name): a route added later without an audit name
+// fails here. A change is recorded with the token, the target and the
+// outcome: ok, accepted with its operation, or the error code (A02 for a
+// role that may not).
+func TestEveryChangeIsAudited(t *testing.T) {
+	for _, rt := range routes {
+		key := rt.method + " " + rt.path
+		if rt.method == http.MethodGet {
+			if auditActions[key] != "" {
+				t.Errorf("%s is a GET and audited", key)
+			}
+			continue
+		}
+		if auditActions[key] == "" && !auditSkipped[key] {
+			t.Errorf("%s changes something and has no audit action", key)
+		}
+	}
+	f := newFake(t)
+	h := f.server().RemoteHandler(fakeAuth{})
+	serve(t, h, "DELETE", "/v1/sandboxes/web/checkpoints/v3", "", "Authorization", "Bearer tok-member")
+	serve(t, h, "POST", "/v1/sandboxes/web/start", "", "Authorization", "Bearer tok-member")
+	serve(t, h, "POST", "/v1/sandboxes/web/stop", "{}", "Authorization", "Bearer tok-read")
+	f.err = errdefs.New(api.CodeNoSandbox, "no sandbox named %q", "gone")
+	serve(t, h, "DELETE", "/v1/sandboxes/gone", "", "Authorization", "Bearer tok-member")
+	serve(t, h, "GET", "/v1/sandboxes/web", "", "Authorization", "Bearer tok-member")
+	got := f.audit.take()
+	want := []struct{ action, target, outcome, token string }{
+		{"checkpoint.delete", "web/v3", "ok", "member"},
+		{"sandbox.start", "web", "accepted", "member"},
+		{"sandbox.stop", "web", api.CodeForbidden, "read"},
+		{"sandbox.delete", "gone", api.CodeNoSandbox, "member"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("audit log %+v, want %d entries", got, len(want))
+	}
+	for i, w := range want {
+		e := got[i]
+		if e.Action != w.action || e.Target != w.target || e.Outcome != w.outcome || e.TokenName != w.token || e.Account != "acct-b" || e.Remote == "" {
+			t.Errorf("entry %d: %+v, want %+v", i, e, w)
+		}
+	}
+	if !strings.HasPrefix(got[1].Detail, "operation ") {
+		t.Errorf("an accepted change does not name its operation: %+v", got[1])
+	}
+}

@@ -25,6 +25,9 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 		return s.accepted(w, r, op)
 	}
 	s.accountOps.add(op.Info().ID, s.account(r), s.ops)
+	if n := noteFrom(r); n != nil {
+		n.operation = op.Info().ID
+	}
 	return streamEvents(w, r, op)
 }
 

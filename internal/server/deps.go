@@ -230,6 +230,7 @@ type Deps struct {
 	Processes   Processes
 	Accounts    Accounts
 	Access      Access
+	Audit       Auditor
 	Images      Images
 	Operations  Operations
 	Scope       SandboxScope

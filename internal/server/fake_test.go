@@ -48,6 +48,7 @@ type fake struct {
 	stream   *fakeStream         // Exec's stream of an attached command
 	// connectTo is the address Connect dials (a test's loopback server).
 	connectTo string
+	audit     fakeAudit // the audit log
 }
 
 var (
@@ -70,7 +71,7 @@ func newFake(t *testing.T) *fake {
 // server returns a Server over f.
 func (f *fake) server() *Server {
 	return New(Deps{
-		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f, Access: fakeAccess{f},
+		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f, Access: fakeAccess{f}, Audit: &f.audit,
 		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub,
 	}, api.ServerInfo{Version: "test"})
 }
@@ -401,4 +402,40 @@ func (f fakeAccess) Tokens(_ context.Context, account string) ([]api.Token, erro
 func (f fakeAccess) RevokeToken(_ context.Context, id string) (api.Token, error) {
 	f.record("Access.RevokeToken", "", id)
 	return api.Token{ID: id}, f.err
+}
+
+// fakeAudit is the fake's Auditor: entries kept in memory.
+type fakeAudit struct {
+	mu      sync.Mutex
+	entries []api.AuditEntry
+}
+
+var _ Auditor = (*fakeAudit)(nil)
+
+func (a *fakeAudit) Record(_ context.Context, c auth.Credential, e api.AuditEntry) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.Account, e.TokenID, e.TokenName, e.Remote = c.Account, c.TokenID, c.TokenName, c.Remote
+	a.entries = append(a.entries, e)
+	return nil
+}
+
+func (a *fakeAudit) Entries(_ context.Context, c auth.Credential, f api.AuditQuery) ([]api.AuditEntry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []api.AuditEntry
+	for _, e := range a.entries {
+		if (c.TokenID == "" || e.Account == c.Account) && (f.Target == "" || e.Target == f.Target) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (a *fakeAudit) take() []api.AuditEntry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.entries
+	a.entries = nil
+	return out
 }

@@ -84,6 +84,7 @@ var routeCases = []routeCase{
 	{method: "POST", pattern: "/v1/images/build", path: "/v1/images/build?name=app&source=ctx&build_arg=A%3D1&build_arg=B%3Dx%3Dy&network=none&no_cache=true", body: `TARBYTES`, status: 202,
 		want: &call{"Images.Build", "", []any{"TARBYTES", api.BuildImageRequest{Name: "app", Source: "ctx", BuildArgs: map[string]string{"A": "1", "B": "x=y"}, Network: "none", NoCache: true}}}},
 	{method: "GET", pattern: "/v1/whoami", path: "/v1/whoami", status: 200, bodyHas: `"via":"unix socket"`, noErr: true},
+	{method: "GET", pattern: "/v1/audit", path: "/v1/audit?since=1h&target=web", status: 200, noErr: true, bodyHas: `[`},
 	{method: "GET", pattern: "/v1/accounts", path: "/v1/accounts", status: 200,
 		want: &call{"Access.Accounts", "", nil}, bodyHas: `"default"`},
 	{method: "POST", pattern: "/v1/accounts", path: "/v1/accounts", body: `{"name":"team","disk_limit":"1G"}`, status: 201,

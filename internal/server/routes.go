@@ -50,6 +50,7 @@ var routes = []route{
 	{"GET", "/v1/account/port-token", (*Server).getPortToken},
 	{"POST", "/v1/account/port-token/rotate", (*Server).rotatePortToken},
 	{"GET", "/v1/whoami", (*Server).whoami},
+	{"GET", "/v1/audit", (*Server).listAudit},
 	{"GET", "/v1/accounts", (*Server).listAccounts},
 	{"POST", "/v1/accounts", (*Server).createAccount},
 	{"PATCH", "/v1/accounts/{name}", (*Server).setAccount},

@@ -47,6 +47,7 @@ type Server struct {
 	accountOps opOwners
 	// tokenRates is each API token's request rate (RemoteHandler).
 	tokenRates tokenRates
+	audit      Auditor // nil: no audit log
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
@@ -54,7 +55,7 @@ type Server struct {
 func New(d Deps, info api.ServerInfo) *Server {
 	s := &Server{
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
-		processes: d.Processes, accounts: d.Accounts, access: d.Access, images: d.Images,
+		processes: d.Processes, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
@@ -73,6 +74,7 @@ func newMux(s *Server, rts []route) *http.ServeMux {
 			byPath[rt.path] = map[string]route{}
 			paths = append(paths, rt.path)
 		}
+		rt.handler = s.audited(rt, permitted(rt, rt.handler))
 		byPath[rt.path][rt.method] = rt
 	}
 	for _, p := range paths {
@@ -87,10 +89,6 @@ func newMux(s *Server, rts []route) *http.ServeMux {
 				sort.Strings(allowed)
 				w.Header().Set("Allow", strings.Join(allowed, ", "))
 				writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
-				return
-			}
-			if err := allowed(r, rt); err != nil {
-				s.fail(w, r, err)
 				return
 			}
 			if err := rt.handler(s, w, r); err != nil {
@@ -163,6 +161,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
+	if n := noteFrom(r); n != nil {
+		n.code = code
+	}
 	writeError(w, status, code, err.Error())
 }
 
@@ -225,6 +226,9 @@ func (s *Server) account(r *http.Request) string { return credential(r).Account 
 // does.
 func (s *Server) accepted(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
 	s.accountOps.add(op.Info().ID, s.account(r), s.ops)
+	if n := noteFrom(r); n != nil {
+		n.operation = op.Info().ID
+	}
 	return accepted(w, r, op)
 }
 
