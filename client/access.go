@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -57,4 +58,26 @@ func (c *Client) CreateToken(ctx context.Context, req api.CreateTokenRequest) (a
 func (c *Client) RevokeToken(ctx context.Context, id string) (api.Token, error) {
 	var out api.Token
 	return out, c.do(ctx, "DELETE", "/v1/tokens/"+url.PathEscape(id), nil, &out)
+}
+
+// Audit returns the audit log: the changes made through the API that the
+// client may see (its account's; every one for an admin), oldest first.
+// since is a duration back ("1h") or an RFC 3339 time; target a sandbox.
+func (c *Client) Audit(ctx context.Context, since, target string, limit int) ([]api.AuditEntry, error) {
+	q := url.Values{}
+	if since != "" {
+		q.Set("since", since)
+	}
+	if target != "" {
+		q.Set("target", target)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []api.AuditEntry
+	path := "/v1/audit"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return out, c.do(ctx, "GET", path, nil, &out)
 }
