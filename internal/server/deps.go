@@ -176,6 +176,9 @@ type Images interface {
 	// gzip of either) from body and starts making it the image name;
 	// source is the archive's file name. V02, I03, I06, I07, L07.
 	Import(ctx context.Context, body io.Reader, name, source string) (*operation.Op, error)
+	// PruneCache deletes every entry of the layer cache; images and
+	// sandboxes lose nothing.
+	PruneCache(ctx context.Context) (api.PruneImagesResult, error)
 }
 
 // Operations holds the long work in progress and recently finished.

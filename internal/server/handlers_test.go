@@ -79,6 +79,8 @@ var routeCases = []routeCase{
 		want: &call{"Images.Pull", "", []any{api.PullImageRequest{Ref: "127.0.0.1:5000/app:1", Name: "app", Insecure: true}}}},
 	{method: "POST", pattern: "/v1/images/import", path: "/v1/images/import?name=app&source=app.tar", body: `TARBYTES`, status: 202,
 		want: &call{"Images.Import", "", []any{"TARBYTES", "app", "app.tar"}}},
+	{method: "POST", pattern: "/v1/images/prune", path: "/v1/images/prune", status: 200,
+		want: &call{"Images.PruneCache", "", nil}, bodyHas: `"removed":3`},
 	{method: "GET", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,
 		want: &call{"Images.Info", "", []any{"app"}}, bodyHas: `"name":"app"`},
 	{method: "DELETE", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,
