@@ -129,6 +129,10 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 		return api.Image{}, err
 	}
 	chains := oci.ChainIDs(cf.RootFS.DiffIDs)
+	sizes, err := layerSizes(img)
+	if err != nil {
+		return api.Image{}, errdefs.Wrap(api.CodeImageDamaged, err, "image %s: manifest", source)
+	}
 	tmp := c.pool.TempPath("pull-" + name)
 	if err := c.pool.Delete(ctx, tmp); err != nil {
 		return api.Image{}, err
@@ -144,7 +148,7 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 	}
 	res, err := oci.Unpack(ctx, img, root, oci.UnpackOptions{
 		From:    from,
-		Applied: c.keepLayers(ctx, tmp, len(chains)),
+		Applied: c.keepLayers(ctx, tmp, keptChains(sizes)),
 		Report: func(p oci.Progress) {
 			line := fmt.Sprintf("Layer %d/%d %s: %s of %s", p.Layer, p.Layers, shortDigest(p.Digest), mib(p.Bytes), mib(p.Size))
 			if p.Cached {

@@ -11,9 +11,6 @@
 package oci
 
 import (
-	"bufio"
-	"compress/flate"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +29,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -226,34 +225,36 @@ func applyLayer(ctx context.Context, l v1.Layer, want v1.Hash, root *os.File, i,
 		return 0, fetchError(err, "layer "+d.String())
 	}
 	defer compressed.Close()
+	if want.Algorithm != "sha256" {
+		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: diff id %s is not sha256", d, want)
+	}
 	counted := &countingReader{r: compressed, every: 1 << 20, report: func(read int64) {
 		if report != nil {
 			p.Bytes = read
 			report(p)
 		}
 	}}
-	uncompressed, err := decompress(counted)
+	// Three stages, each on its own goroutine: the fetch with the check
+	// of the compressed digest (go-containerregistry's reader), the
+	// decompression with the hashing of what it gives for the diff id,
+	// and the application of the files.
+	fetched := newChunkPipe(counted, pipeChunk, pipeDepth)
+	defer fetched.Close()
+	uncompressed, err := decompress(fetched)
 	if err != nil {
 		return 0, errdefs.Wrap(api.CodeImageDamaged, err, "layer %s is not a tar, gzip or zstd stream", d)
 	}
 	defer uncompressed.Close()
-	if want.Algorithm != "sha256" {
-		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: diff id %s is not sha256", d, want)
-	}
-	// Reading (the fetch, its digest, the decompression and the diff
-	// id's digest) runs beside the writing of the files: two stages, on
-	// two cores.
 	h := sha256.New()
-	pr, pw := io.Pipe()
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		_, err := io.Copy(pw, io.TeeReader(uncompressed, h))
-		pw.CloseWithError(err)
-	}()
-	stats, err := unpack.Apply(ctx, root, bufio.NewReaderSize(pr, 1<<20), unpack.Options{})
-	pr.CloseWithError(errors.New("layer applied")) // ends the copy if Apply stopped early
-	<-readDone
+	unpacked := newChunkPipe(io.TeeReader(uncompressed, h), pipeChunk, pipeDepth)
+	stats, err := unpack.Apply(ctx, root, unpacked, unpack.Options{})
+	if err == nil {
+		// The compressed stream to its end, where its digest is checked
+		// (the decompressor has read it all: nothing is left but EOF).
+		_, err = io.Copy(io.Discard, fetched)
+	}
+	fetched.Close() // first: the decompression may wait for it
+	unpacked.Close()
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -328,6 +329,12 @@ func configOf(cf *v1.ConfigFile) metadata.ImageConfig {
 	sort.Ints(out.ExposedPorts)
 	return out
 }
+
+// The chunks of the pipes between a layer's stages: 1 MiB, up to 4 ahead.
+const (
+	pipeChunk = 1 << 20
+	pipeDepth = 4
+)
 
 // countingReader counts what is read through it and reports every every
 // bytes.
