@@ -150,11 +150,12 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 		From:    from,
 		Applied: c.keepLayers(ctx, tmp, keptChains(sizes)),
 		Report: func(p oci.Progress) {
-			line := fmt.Sprintf("Layer %d/%d %s: %s of %s", p.Layer, p.Layers, shortDigest(p.Digest), mib(p.Bytes), mib(p.Size))
 			if p.Cached {
-				line = fmt.Sprintf("Layer %d/%d %s: cached", p.Layer, p.Layers, shortDigest(p.Digest))
+				report.step(fmt.Sprintf("Layer %d/%d %s: cached", p.Layer, p.Layers, shortDigest(p.Digest)))
+				return
 			}
-			report(api.Progress{Phase: api.PhaseImage, Done: p.Bytes, Total: p.Size, Unit: api.UnitBytes}, line)
+			report(api.Progress{Phase: api.PhaseImage, Done: p.Bytes, Total: p.Size, Unit: api.UnitBytes},
+				fmt.Sprintf("Layer %d/%d %s: %s of %s", p.Layer, p.Layers, shortDigest(p.Digest), mib(p.Bytes), mib(p.Size)))
 		},
 	})
 	root.Close()
