@@ -272,6 +272,12 @@ type ImageConfig struct {
 	ExposedPorts []int    `json:"exposed_ports,omitempty"`
 }
 
+// PruneImagesResult is what POST /v1/images/prune removed: the entries of
+// the layer cache (the trees of layer chains kept by pulls).
+type PruneImagesResult struct {
+	Removed int `json:"removed"`
+}
+
 // PullImageRequest asks cairnd to pull an image from a registry
 // (POST /v1/images/pull).
 type PullImageRequest struct {

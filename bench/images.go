@@ -26,12 +26,13 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 )
 
-// benchImages measures a pull of an image of about 300 MB in 5 layers
+// benchImages measures a pull of an image of about 300 MB in 6 layers
 // from a registry on loopback (go-containerregistry's, in this process)
 // against the same image exported and untarred (what `crane export |
 // tar -x` does: go-containerregistry's mutate.Extract piped into GNU
 // tar) into a subvolume of the same pool; a second pull of the same
-// digest; create+start from the pulled image against busybox.
+// digest; a pull of an image that adds a layer to one pulled (the layer
+// cache); create+start from the pulled image against busybox.
 func benchImages(ctx context.Context, e *env) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,20 +43,31 @@ func benchImages(ctx context.Context, e *env) error {
 	defer srv.Close()
 
 	const layers, perLayer = 5, 60 << 20
-	img, err := randomImage(layers, perLayer)
+	big, err := randomImage(layers, perLayer)
+	if err != nil {
+		return err
+	}
+	bigLayers, err := big.Layers()
 	if err != nil {
 		return err
 	}
 	runs := max(3, e.n/5)
-	var pulls, floors, again []time.Duration
+	var pulls, floors, again, added []time.Duration
 	for i := range runs {
 		ref := fmt.Sprintf("%s/bench/img%d:1", ln.Addr(), i)
 		r, err := name.ParseReference(ref, name.Insecure)
 		if err != nil {
 			return err
 		}
-		// A new image each run (a layer differs), so no run is a cache hit.
-		img, err = mutate.AppendLayers(img, mustLayer(4<<10))
+		// A new image each run: its bottom layer is new, and so is every
+		// chain ID above it, so no run starts from the layer cache.
+		img, err := mutate.AppendLayers(empty.Image, mustLayer(4<<10))
+		if err == nil {
+			img, err = mutate.AppendLayers(img, bigLayers...)
+		}
+		if err == nil {
+			img, err = withPlatform(img)
+		}
 		if err != nil {
 			return err
 		}
@@ -74,6 +86,25 @@ func benchImages(ctx context.Context, e *env) error {
 		}
 		again = append(again, time.Since(t0))
 
+		// The same six layers and one more: only that one is fetched.
+		more, err := mutate.AppendLayers(img, mustLayer(4<<10))
+		if err != nil {
+			return err
+		}
+		moreRef := fmt.Sprintf("%s/bench/img%d:2", ln.Addr(), i)
+		mr, err := name.ParseReference(moreRef, name.Insecure)
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(mr, more, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("push: %w", err)
+		}
+		t0 = time.Now()
+		if err := pullImage(ctx, e, moreRef, fmt.Sprintf("bench-img-%d-more", i)); err != nil {
+			return err
+		}
+		added = append(added, time.Since(t0))
+
 		dir := filepath.Join(e.d.poolDir(), "tmp", fmt.Sprintf("bench-export-%d", i))
 		t0 = time.Now()
 		if err := exportUntar(ctx, r, dir); err != nil {
@@ -84,6 +115,8 @@ func benchImages(ctx context.Context, e *env) error {
 	}
 	report(fmt.Sprintf("pull and unpack of %d MiB in %d layers from a loopback registry", layers*perLayer>>20, layers+1),
 		pulls, "the same image: export | tar -x into a subvolume of the pool", floors)
+	report("pull of an image that adds a small layer to one pulled (layer cache)", added,
+		"the first pull, of all its layers", pulls)
 	p50, _ := percentiles(again)
 	fmt.Printf("  second pull of the same digest (another name): p50 %s (goal ≤ 100ms)\n\n", round(p50))
 
@@ -172,10 +205,16 @@ func randomImage(layers int, size int64) (v1.Image, error) {
 			return nil, err
 		}
 	}
+	return withPlatform(img)
+}
+
+// withPlatform is img for linux/amd64.
+func withPlatform(img v1.Image) (v1.Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
+	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = "amd64", "linux"
 	return mutate.ConfigFile(img, cf)
 }

@@ -34,6 +34,13 @@ func (c *Client) Image(ctx context.Context, name string) (api.Image, error) {
 	return img, c.do(ctx, "GET", "/v1/images/"+url.PathEscape(name), nil, &img)
 }
 
+// PruneImages deletes every entry of cairnd's layer cache (the trees of
+// layer chains kept by pulls); images and sandboxes lose nothing.
+func (c *Client) PruneImages(ctx context.Context) (api.PruneImagesResult, error) {
+	var res api.PruneImagesResult
+	return res, c.do(ctx, "POST", "/v1/images/prune", nil, &res)
+}
+
 // DeleteImage deletes the image called name.
 func (c *Client) DeleteImage(ctx context.Context, name string) error {
 	return c.do(ctx, "DELETE", "/v1/images/"+url.PathEscape(name), nil, nil)

@@ -22,6 +22,7 @@ and images pulled from OCI or Docker registries (cairn image pull).`,
 		RunE: showHelp,
 	}
 	cmd.AddCommand(newImageListCommand(g), newImagePullCommand(g), newImageImportCommand(g), newImageBuildCommand(g), newImageInfoCommand(g), newImageDeleteCommand(g))
+	cmd.AddCommand(newImagePruneCommand(g))
 	return cmd
 }
 

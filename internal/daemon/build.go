@@ -15,7 +15,6 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
-	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
 	"github.com/cairn-sandbox/cairn/internal/image/unpack"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -70,7 +69,7 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 // images, the pool's cache, RUN steps in containers of runtime with
 // networks from nets (nil: RUN steps have none).
 func newBuilder(pool *volume.Pool, images *image.Catalog, runtime *runsc.Runsc, nets *network.Manager, dataDir string) func(oci.FetchOptions) *build.Builder {
-	c := cache.New(pool)
+	c := images.Cache()
 	runner := stepRunner{runtime: runtime, nets: nets, dir: filepath.Join(dataDir, "build")}
 	// What a killed cairnd left: the bundles of its steps' containers
 	// (the containers are orphans recovery removes, their networks go

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
@@ -177,3 +178,7 @@ func treeSize(dir string) (int64, error) {
 // WorkPath is the directory of the pool's work area, where a build's
 // context is received (it is emptied when cairnd starts).
 func (c *Catalog) WorkPath() string { return c.pool.TempPath("") }
+
+// Cache is the pool's cache the catalog keeps layer chains in; builds
+// keep their steps there too, so that one prune empties both.
+func (c *Catalog) Cache() *cache.Cache { return c.cache }

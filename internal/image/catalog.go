@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
@@ -37,6 +38,7 @@ type Catalog struct {
 	pool     *volume.Pool
 	builders map[string]builder
 	store    metadata.Store // the pulled images; nil: none
+	cache    *cache.Cache   // the pool's cache: trees of layer chains
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -54,7 +56,7 @@ type build struct {
 // keeps downloaded packages between builds.
 func New(pool *volume.Pool, cacheDir string, store metadata.Store) *Catalog {
 	return &Catalog{
-		pool: pool, store: store, now: time.Now, naming: map[string]chan struct{}{},
+		pool: pool, store: store, now: time.Now, naming: map[string]chan struct{}{}, cache: cache.New(pool),
 		builders: map[string]builder{
 			"busybox": {"BusyBox from Debian's busybox-static: a shell and core tools, starts in milliseconds", buildBusybox},
 			"debian":  {"Debian 12 bookworm, minbase (debootstrap), with apt, curl, procps and sqlite3", debianBuilder(cacheDir)},

@@ -124,11 +124,21 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 		return c.record(ctx, rec, dst)
 	}
 
+	cf, err := oci.Config(img)
+	if err != nil {
+		return api.Image{}, err
+	}
+	chains := oci.ChainIDs(cf.RootFS.DiffIDs)
+	sizes, err := layerSizes(img)
+	if err != nil {
+		return api.Image{}, errdefs.Wrap(api.CodeImageDamaged, err, "image %s: manifest", source)
+	}
 	tmp := c.pool.TempPath("pull-" + name)
 	if err := c.pool.Delete(ctx, tmp); err != nil {
 		return api.Image{}, err
 	}
-	if err := c.pool.Create(ctx, tmp); err != nil {
+	from, err := c.startTree(ctx, chains, tmp)
+	if err != nil {
 		return api.Image{}, poolError(err, name)
 	}
 	defer c.pool.Delete(context.WithoutCancel(ctx), tmp)
@@ -136,9 +146,17 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 	if err != nil {
 		return api.Image{}, err
 	}
-	res, err := oci.Unpack(ctx, img, root, func(p oci.Progress) {
-		report(api.Progress{Phase: api.PhaseImage, Done: p.Bytes, Total: p.Size, Unit: api.UnitBytes},
-			fmt.Sprintf("Layer %d/%d %s: %s of %s", p.Layer, p.Layers, shortDigest(p.Digest), mib(p.Bytes), mib(p.Size)))
+	res, err := oci.Unpack(ctx, img, root, oci.UnpackOptions{
+		From:    from,
+		Applied: c.keepLayers(ctx, tmp, keptChains(sizes)),
+		Report: func(p oci.Progress) {
+			if p.Cached {
+				report.step(fmt.Sprintf("Layer %d/%d %s: cached", p.Layer, p.Layers, shortDigest(p.Digest)))
+				return
+			}
+			report(api.Progress{Phase: api.PhaseImage, Done: p.Bytes, Total: p.Size, Unit: api.UnitBytes},
+				fmt.Sprintf("Layer %d/%d %s: %s of %s", p.Layer, p.Layers, shortDigest(p.Digest), mib(p.Bytes), mib(p.Size)))
+		},
 	})
 	root.Close()
 	if err != nil {
@@ -150,11 +168,19 @@ func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string
 	if err := prepareRoot(tmp); err != nil {
 		return api.Image{}, err
 	}
-	rec.Config, rec.SizeBytes = res.Config, res.Bytes
+	size, err := treeBytes(tmp)
+	if err != nil {
+		return api.Image{}, err
+	}
+	rec.Config, rec.SizeBytes = res.Config, size
 	if err := c.pool.Snapshot(ctx, tmp, dst, true); err != nil {
 		return api.Image{}, poolError(err, name)
 	}
-	report.step(fmt.Sprintf("Image %s ready: %d layers, %s, %s", name, res.Layers, mib(res.Bytes), res.Digest))
+	cached := ""
+	if from > 0 {
+		cached = fmt.Sprintf(" (%d from the layer cache)", from)
+	}
+	report.step(fmt.Sprintf("Image %s ready: %d layers%s, %s, %s", name, res.Layers, cached, mib(size), res.Digest))
 	return c.record(ctx, rec, dst)
 }
 

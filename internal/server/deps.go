@@ -181,6 +181,9 @@ type Images interface {
 	// image req.Name from it. V02, I09, L07; the operation's: I01-I10,
 	// L07.
 	Build(ctx context.Context, body io.Reader, req api.BuildImageRequest) (*operation.Op, error)
+	// PruneCache deletes every entry of the layer cache; images and
+	// sandboxes lose nothing.
+	PruneCache(ctx context.Context) (api.PruneImagesResult, error)
 }
 
 // Operations holds the long work in progress and recently finished.

@@ -282,6 +282,11 @@ func (f fakeImages) Pull(_ context.Context, req api.PullImageRequest) (*operatio
 	return f.op("Images.Pull", "", req)
 }
 
+func (f fakeImages) PruneCache(context.Context) (api.PruneImagesResult, error) {
+	f.record("Images.PruneCache", "")
+	return api.PruneImagesResult{Removed: 3}, f.err
+}
+
 // fakeOps is the fake's Operations: its real registry, failing with err
 // if set.
 type fakeOps struct{ *fake }

@@ -83,6 +83,16 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) error {
 	return s.accepted(w, r, op)
 }
 
+// pruneImages empties the layer cache.
+func (s *Server) pruneImages(w http.ResponseWriter, r *http.Request) error {
+	res, err := s.images.PruneCache(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	list, err := s.views.List(r.Context(), s.account(r), r.URL.Query().Get("parent"))
 	if err != nil {

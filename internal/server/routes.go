@@ -16,6 +16,7 @@ var routes = []route{
 	{"POST", "/v1/images/pull", (*Server).pullImage},
 	{"POST", "/v1/images/import", (*Server).importImage},
 	{"POST", "/v1/images/build", (*Server).buildImage},
+	{"POST", "/v1/images/prune", (*Server).pruneImages},
 	{"GET", "/v1/images/{name}", (*Server).getImage},
 	{"DELETE", "/v1/images/{name}", (*Server).deleteImage},
 	{"GET", "/v1/sandboxes", (*Server).listSandboxes},

@@ -142,6 +142,58 @@ func TestImagePullFailuresLeaveNothing(t *testing.T) {
 	}
 }
 
+// An image that adds a layer to one pulled fetches only that layer
+// (the layer cache) and runs; `cairn image prune` empties the cache,
+// after which a pull fetches every layer again, and the images stay.
+func TestImagePullLayerCacheAndPrune(t *testing.T) {
+	reg := testregistry.Start(t, testregistry.Options{})
+	d := startDaemon(t)
+	base := testregistry.Standard(t, testregistry.WithBusybox())
+	reg.Push(t, reg.Ref("team/base", "1"), base)
+	layers, err := base.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := testregistry.Layer(t, testregistry.File("/home/app/added", "added\n", 0o644))
+	more := testregistry.Image(t, testregistry.StandardConfig(), append(layers, top)...)
+	reg.Push(t, reg.Ref("team/more", "1"), more)
+	d.mustCLI("image", "pull", reg.Ref("team/base", "1"), "--name", "base")
+
+	before := reg.BlobGets()
+	_, errOut, code := d.cli("", "image", "pull", reg.Ref("team/more", "1"), "--name", "more")
+	if code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errOut)
+	}
+	if n := reg.BlobGets() - before; n != 2 { // its config and its top layer
+		t.Errorf("a pull that adds a layer fetched %d blobs, want 2", n)
+	}
+	if !strings.Contains(errOut, "Layer 4/5 ") || !strings.Contains(errOut, ": cached\n") {
+		t.Errorf("no cached layers in the progress: %q", errOut)
+	}
+	d.create("more1", "--image", "more")
+	if got := d.sh("more1", "cat added file"); got != "added\napp file\n" {
+		t.Fatalf("inside: %q", got)
+	}
+
+	var res api.PruneImagesResult
+	if err := json.Unmarshal([]byte(d.mustCLI("--json", "image", "prune")), &res); err != nil || res.Removed == 0 {
+		t.Fatalf("prune: %+v, %v", res, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(d.dataDir, "pool", "cache", "layers-*")); len(left) > 0 {
+		t.Errorf("cache entries after the prune: %v", left)
+	}
+	if got := d.sh("more1", "cat added"); got != "added\n" {
+		t.Fatalf("the sandbox after the prune: %q", got)
+	}
+	again := testregistry.Image(t, testregistry.Config{Env: []string{"X=1"}}, append(layers, top)...)
+	reg.Push(t, reg.Ref("team/again", "1"), again)
+	before = reg.BlobGets()
+	d.mustCLI("image", "pull", reg.Ref("team/again", "1"), "--name", "again")
+	if n := reg.BlobGets() - before; n != 6 {
+		t.Errorf("after the prune, a pull fetched %d blobs, want 6 (config and 5 layers)", n)
+	}
+}
+
 // Images import from a docker save tar (also gzipped, also on standard
 // input), an OCI layout tar and an OCI layout directory, each with every
 // file of the reference image; an archive that is not an image, or a

@@ -11,9 +11,6 @@
 package oci
 
 import (
-	"bufio"
-	"compress/flate"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +29,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -121,11 +120,13 @@ func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
 }
 
 // Progress is where Unpack is: layer Layer (from 1) of Layers, Bytes of its
-// compressed Size read.
+// compressed Size read. Cached says the layer was not fetched: the tree
+// Unpack started from holds it already.
 type Progress struct {
 	Layer, Layers int
 	Digest        string
 	Bytes, Size   int64
+	Cached        bool
 }
 
 // Result is what Unpack found.
@@ -133,25 +134,40 @@ type Result struct {
 	Digest string // the image's manifest digest
 	Config metadata.ImageConfig
 	Layers int
-	Bytes  int64 // file content written
+	Bytes  int64 // file content written by the layers applied (not those of From)
 }
 
-// Unpack applies img's layers in order into root (an empty directory),
-// each checked against its digest and its diff id, and returns the
-// image's digest and config. report, if not nil, is called as layers are
-// read. A bad image (a digest that does not match, a layer that is not a
-// tar or that tries to leave the root) is I06. On error root holds what
-// was done: the caller removes it.
-func Unpack(ctx context.Context, img v1.Image, root *os.File, report func(Progress)) (Result, error) {
+// UnpackOptions say where Unpack starts and what it tells.
+type UnpackOptions struct {
+	// From is how many of the image's bottom layers root holds already
+	// (a snapshot of the tree of their chain ID, see ChainIDs): those
+	// are neither fetched nor applied.
+	From int
+	// Applied, if not nil, is called after layer i (from 1) was applied
+	// and its uncompressed content matched its diff id, with the chain
+	// ID of layers 1 to i, which root now holds (and nothing else is
+	// changing). An error stops Unpack.
+	Applied func(i int, chain v1.Hash) error
+	// Report, if not nil, is called as layers are read.
+	Report func(Progress)
+}
+
+// Unpack applies img's layers in order into root (an empty directory, or
+// the tree of its first opts.From layers), each checked against its
+// digest and its diff id, and returns the image's digest and config. A
+// bad image (a digest that does not match, a layer that is not a tar or
+// that tries to leave the root) is I06. On error root holds what was
+// done: the caller removes it.
+func Unpack(ctx context.Context, img v1.Image, root *os.File, opts UnpackOptions) (Result, error) {
 	var res Result
 	digest, err := img.Digest()
 	if err != nil {
 		return res, badImage(err, "manifest")
 	}
 	res.Digest = digest.String()
-	cf, err := img.ConfigFile()
+	cf, err := Config(img)
 	if err != nil {
-		return res, fetchError(err, "config")
+		return res, err
 	}
 	res.Config = configOf(cf)
 	layers, err := img.Layers()
@@ -161,16 +177,33 @@ func Unpack(ctx context.Context, img v1.Image, root *os.File, report func(Progre
 	if len(layers) != len(cf.RootFS.DiffIDs) {
 		return res, errdefs.New(api.CodeImageDamaged, "image %s: %d layers but %d diff ids in its config", res.Digest, len(layers), len(cf.RootFS.DiffIDs))
 	}
+	if opts.From < 0 || opts.From > len(layers) {
+		return res, fmt.Errorf("unpack from layer %d of an image of %d", opts.From, len(layers))
+	}
 	res.Layers = len(layers)
+	chains := ChainIDs(cf.RootFS.DiffIDs)
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		n, err := applyLayer(ctx, l, cf.RootFS.DiffIDs[i], root, i+1, len(layers), report)
+		if i < opts.From {
+			if opts.Report != nil {
+				d, _ := l.Digest()
+				size, _ := l.Size()
+				opts.Report(Progress{Layer: i + 1, Layers: len(layers), Digest: d.String(), Bytes: size, Size: size, Cached: true})
+			}
+			continue
+		}
+		n, err := applyLayer(ctx, l, cf.RootFS.DiffIDs[i], root, i+1, len(layers), opts.Report)
 		if err != nil {
 			return res, err
 		}
 		res.Bytes += n
+		if opts.Applied != nil {
+			if err := opts.Applied(i+1, chains[i]); err != nil {
+				return res, err
+			}
+		}
 	}
 	return res, nil
 }
@@ -192,34 +225,36 @@ func applyLayer(ctx context.Context, l v1.Layer, want v1.Hash, root *os.File, i,
 		return 0, fetchError(err, "layer "+d.String())
 	}
 	defer compressed.Close()
+	if want.Algorithm != "sha256" {
+		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: diff id %s is not sha256", d, want)
+	}
 	counted := &countingReader{r: compressed, every: 1 << 20, report: func(read int64) {
 		if report != nil {
 			p.Bytes = read
 			report(p)
 		}
 	}}
-	uncompressed, err := decompress(counted)
+	// Three stages, each on its own goroutine: the fetch with the check
+	// of the compressed digest (go-containerregistry's reader), the
+	// decompression with the hashing of what it gives for the diff id,
+	// and the application of the files.
+	fetched := newChunkPipe(counted, pipeChunk, pipeDepth)
+	defer fetched.Close()
+	uncompressed, err := decompress(fetched)
 	if err != nil {
 		return 0, errdefs.Wrap(api.CodeImageDamaged, err, "layer %s is not a tar, gzip or zstd stream", d)
 	}
 	defer uncompressed.Close()
-	if want.Algorithm != "sha256" {
-		return 0, errdefs.New(api.CodeImageDamaged, "layer %s: diff id %s is not sha256", d, want)
-	}
-	// Reading (the fetch, its digest, the decompression and the diff
-	// id's digest) runs beside the writing of the files: two stages, on
-	// two cores.
 	h := sha256.New()
-	pr, pw := io.Pipe()
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		_, err := io.Copy(pw, io.TeeReader(uncompressed, h))
-		pw.CloseWithError(err)
-	}()
-	stats, err := unpack.Apply(ctx, root, bufio.NewReaderSize(pr, 1<<20), unpack.Options{})
-	pr.CloseWithError(errors.New("layer applied")) // ends the copy if Apply stopped early
-	<-readDone
+	unpacked := newChunkPipe(io.TeeReader(uncompressed, h), pipeChunk, pipeDepth)
+	stats, err := unpack.Apply(ctx, root, unpacked, unpack.Options{})
+	if err == nil {
+		// The compressed stream to its end, where its digest is checked
+		// (the decompressor has read it all: nothing is left but EOF).
+		_, err = io.Copy(io.Discard, fetched)
+	}
+	fetched.Close() // first: the decompression may wait for it
+	unpacked.Close()
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -294,6 +329,12 @@ func configOf(cf *v1.ConfigFile) metadata.ImageConfig {
 	sort.Ints(out.ExposedPorts)
 	return out
 }
+
+// The chunks of the pipes between a layer's stages: 1 MiB, up to 4 ahead.
+const (
+	pipeChunk = 1 << 20
+	pipeDepth = 4
+)
 
 // countingReader counts what is read through it and reports every every
 // bytes.
