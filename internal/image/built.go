@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
-	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -125,7 +123,7 @@ func (c *Catalog) InstallBuilt(ctx context.Context, rec metadata.Image, src func
 	if err := prepareRoot(dir); err != nil {
 		return api.Image{}, err
 	}
-	size, err := treeSize(dir)
+	size, err := treeBytes(dir)
 	if err != nil {
 		return api.Image{}, err
 	}
@@ -148,31 +146,6 @@ func (c *Catalog) checkNewName(name string) error {
 		return errdefs.New(api.CodeImageExists, "%s is a built-in image's name: choose another", name)
 	}
 	return nil
-}
-
-// treeSize is the bytes of the regular files under dir, each hard-linked
-// file once. Symbolic links are not followed.
-func treeSize(dir string) (int64, error) {
-	var total int64
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		total += fi.Size()
-		return nil
-	})
-	return total, err
 }
 
 // WorkPath is the directory of the pool's work area, where a build's
