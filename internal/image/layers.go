@@ -29,9 +29,10 @@ func layerKey(chain v1.Hash) string { return "layers-" + chain.Hex }
 // keepEvery is how many compressed bytes of layers a pull applies, at
 // least, between two chains it keeps, but for its top chain, which it
 // always keeps. A kept chain costs a snapshot, and with it the wait for
-// the tree's files to be written out (about 5% of a pull of six layers of
-// 50 MiB each, bench/RESULTS.md); the layers between two kept chains are
-// what a pull that shares a prefix ending between them fetches again.
+// the tree's files to be written out (five kept of six layers cost about
+// 3% of a pull of 300 MiB, bench/RESULTS.md); the layers between two kept
+// chains are what a pull that shares a prefix ending between them fetches
+// again.
 const keepEvery = 8 << 20
 
 // keptChains says which chains (by their top layer, from 1) a pull of
