@@ -13,9 +13,9 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 )
 
-// The layer cache. A pull keeps the trees of its layer chains in the
-// pool's cache (package cache), keyed by chain ID (oci.ChainIDs): an entry
-// "layers-HEX" is a read-only snapshot of the tree after the first i
+// The layer cache. A pull keeps the trees of some of its layer chains
+// (keptChains) in the pool's cache (package cache), keyed by chain ID
+// (oci.ChainIDs): an entry "layers-HEX" is a read-only snapshot of the tree after the first i
 // layers of some image, taken right after layer i was applied and its
 // content matched its diff id, before anything of cairn's was added. A
 // later pull whose first k chain IDs have entries starts from a writable
