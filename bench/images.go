@@ -120,7 +120,7 @@ func benchImages(ctx context.Context, e *env) error {
 	p50, _ := percentiles(again)
 	fmt.Printf("  second pull of the same digest (another name): p50 %s (goal ≤ 100ms)\n\n", round(p50))
 
-	// create+start from the pulled image (its last layer brings a
+	// create+start from the pulled image (its bottom layer brings a
 	// busybox for `true`) against busybox.
 	var pulled, busybox []time.Duration
 	for i := range e.n {

@@ -13,9 +13,9 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 )
 
-// The layer cache. A pull keeps the trees of its layer chains in the
-// pool's cache (package cache), keyed by chain ID (oci.ChainIDs): an entry
-// "layers-HEX" is a read-only snapshot of the tree after the first i
+// The layer cache. A pull keeps the trees of some of its layer chains
+// (keptChains) in the pool's cache (package cache), keyed by chain ID
+// (oci.ChainIDs): an entry "layers-HEX" is a read-only snapshot of the tree after the first i
 // layers of some image, taken right after layer i was applied and its
 // content matched its diff id, before anything of cairn's was added. A
 // later pull whose first k chain IDs have entries starts from a writable
@@ -29,9 +29,10 @@ func layerKey(chain v1.Hash) string { return "layers-" + chain.Hex }
 // keepEvery is how many compressed bytes of layers a pull applies, at
 // least, between two chains it keeps, but for its top chain, which it
 // always keeps. A kept chain costs a snapshot, and with it the wait for
-// the tree's files to be written out (about 5% of a pull of six layers of
-// 50 MiB each, bench/RESULTS.md); the layers between two kept chains are
-// what a pull that shares a prefix ending between them fetches again.
+// the tree's files to be written out (five kept of six layers cost about
+// 3% of a pull of 300 MiB, bench/RESULTS.md); the layers between two kept
+// chains are what a pull that shares a prefix ending between them fetches
+// again.
 const keepEvery = 8 << 20
 
 // keptChains says which chains (by their top layer, from 1) a pull of
