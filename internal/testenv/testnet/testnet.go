@@ -35,6 +35,8 @@ import (
 // different packages) can have one at the same time.
 const slots = 4
 
+var testNet3, testNet2 = [3]byte{203, 0, 113}, [3]byte{198, 51, 100}
+
 func slotAddr(prefix [3]byte, slot, host int) netip.Addr {
 	return netip.AddrFrom4([4]byte{prefix[0], prefix[1], prefix[2], byte(slot*64 + host)})
 }
@@ -86,7 +88,6 @@ func Start(dir string) (*Internet, error) {
 	}
 	suffix := make([]byte, 2)
 	rand.Read(suffix)
-	testNet3, testNet2 := [3]byte{203, 0, 113}, [3]byte{198, 51, 100}
 	in := &Internet{
 		Allowed: slotAddr(testNet3, slot, 10),
 		Denied:  slotAddr(testNet3, slot, 20),
@@ -112,11 +113,52 @@ func Start(dir string) (*Internet, error) {
 	return in, nil
 }
 
-// takeSlot takes the first free slot (waiting for one), held by the
-// returned file until it is closed.
+// hostNeeds names the hosts the machine itself must still reach while a
+// test internet is up: the Debian mirror the image builds download from.
+// A machine may have it at a documentation address (seen: deb.debian.org
+// at 203.0.113.80, a local mirror), which a slot's routes would send into
+// the test internet.
+var hostNeeds = []string{"deb.debian.org"}
+
+// usableSlots reports, by slot, whether its routes leave every address of
+// hostNeeds reachable.
+func usableSlots() [slots]bool {
+	var ok [slots]bool
+	var need []netip.Addr
+	for _, host := range hostNeeds {
+		addrs, _ := net.LookupHost(host)
+		for _, a := range addrs {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				need = append(need, ip.Unmap())
+			}
+		}
+	}
+	for slot := range slots {
+		ok[slot] = true
+		for _, prefix := range [][3]byte{testNet3, testNet2} {
+			routed := netip.PrefixFrom(slotAddr(prefix, slot, 0), 26)
+			for _, a := range need {
+				if routed.Contains(a) {
+					ok[slot] = false
+				}
+			}
+		}
+	}
+	return ok
+}
+
+// takeSlot takes the first free slot (waiting for one) that usableSlots
+// allows, held by the returned file until it is closed.
 func takeSlot() (*os.File, int, error) {
+	usable := usableSlots()
+	if usable == [slots]bool{} {
+		return nil, 0, fmt.Errorf("every slot's routes would cut the machine off from %v", hostNeeds)
+	}
 	for {
 		for slot := range slots {
+			if !usable[slot] {
+				continue
+			}
 			f, err := os.OpenFile(fmt.Sprintf("/run/cairn-testnet.%d.lock", slot), os.O_CREATE|os.O_RDWR, 0o600)
 			if err != nil {
 				return nil, 0, err
