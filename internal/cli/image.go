@@ -13,8 +13,9 @@ func newImageCommand(g *globalOptions) *cobra.Command {
 		Use:   "image",
 		Short: "Work with images",
 		Long: `Images are the read-only root file systems sandboxes start from: the
-built-in ones (busybox, debian), built the first time a sandbox uses them,
-and images pulled from OCI or Docker registries (cairn image pull).`,
+built-in ones (busybox, debian, python, node), built the first time a
+sandbox uses them, and images pulled from OCI or Docker registries (cairn
+image pull).`,
 		Example: `  cairn image list
   cairn image pull python:3.12
   cairn image info python-3.12`,

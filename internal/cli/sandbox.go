@@ -69,6 +69,7 @@ leaves it crashed. "cairn config" changes it.
   cairn create dev --image debian --deny 0.0.0.0/0 --allow '*.debian.org'
   cairn create offline --network none
   cairn create dev --image debian --cpus 2 --memory 2G --disk 20G
+  cairn create lab --image python
   cairn create agent --auto-checkpoint 15m --restart no
   cairn create agent --inside-memory --inside-rate 2 --inside-keep 10`,
 		Args: exactArgs("NAME"),
@@ -84,7 +85,7 @@ leaves it crashed. "cairn config" changes it.
 	}
 	f := cmd.Flags()
 	inside.register(f)
-	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian; see \"cairn image list\")")
+	f.StringVar(&opts.Image, "image", "busybox", "image to start from (busybox, debian, python, node; see \"cairn image list\")")
 	boundedFloatVar(f, &opts.CPUs, "cpus", api.MinCPUs, api.MaxCPUs, true, "CPU limit, e.g. 1.5, at most the host's cores (default: no limit)")
 	boundedSizeVar(f, &opts.Memory, "memory", api.MinMemoryBytes, api.MaxMemoryBytes, "memory limit, e.g. 512M, 2G; 64M to the host's RAM (default: no limit)")
 	boundedSizeVar(f, &opts.Disk, "disk", api.MinDiskBytes, api.MaxDiskBytes, "disk size, the image's files included, e.g. 20G; 64M to the pool's size (default: cairnd's --default-disk)")

@@ -26,9 +26,11 @@ type Reporter func(p api.Progress, line string)
 // step reports a line of phase image without counts.
 func (r Reporter) step(line string) { r(api.Progress{Phase: api.PhaseImage}, line) }
 
-// builder fills dir (an empty writable subvolume) with an image's tree.
+// builder fills dir with an image's tree: an empty writable subvolume, or
+// a writable snapshot of the image base when it names one.
 type builder struct {
 	description string
+	base        string // a built-in image this one adds to; "": none
 	build       func(ctx context.Context, dir string, report Reporter) error
 }
 
@@ -58,11 +60,31 @@ func New(pool *volume.Pool, cacheDir string, store metadata.Store) *Catalog {
 	return &Catalog{
 		pool: pool, store: store, now: time.Now, naming: map[string]chan struct{}{}, cache: cache.New(pool),
 		builders: map[string]builder{
-			"busybox": {"BusyBox from Debian's busybox-static: a shell and core tools, starts in milliseconds", buildBusybox},
-			"debian":  {"Debian 12 bookworm, minbase (debootstrap), with apt, curl, procps and sqlite3", debianBuilder(cacheDir)},
+			"busybox": {description: "BusyBox from Debian's busybox-static: a shell and core tools, starts in milliseconds",
+				build: buildBusybox},
+			"debian": {description: "Debian 12 bookworm, minbase (debootstrap), with apt, curl, procps and sqlite3",
+				build: debianBuilder(cacheDir)},
+			"python": {description: "debian with Debian's Python 3.11, pip, venv and git", base: "debian",
+				build: aptBuilder(cacheDir, "python", "python3", "python3-pip", "python3-venv", "git")},
+			"node": {description: "debian with Debian's Node.js 18, npm and git", base: "debian",
+				build: aptBuilder(cacheDir, "node", "nodejs", "npm", "git")},
 		},
 		building: map[string]*build{},
 	}
+}
+
+// builtin returns the builder of name when name is a built-in image that
+// no pulled image shadows: one pulled under that name before cairn had it
+// built in stays what the name means.
+func (c *Catalog) builtin(ctx context.Context, name string) (builder, bool) {
+	b, ok := c.builders[name]
+	if !ok {
+		return builder{}, false
+	}
+	if _, pulled := c.pulled(ctx, name); pulled {
+		return builder{}, false
+	}
+	return b, true
 }
 
 // Known reports whether name is an image the catalog can provide.
@@ -78,6 +100,9 @@ func (c *Catalog) Known(name string) bool {
 func (c *Catalog) List() ([]api.Image, error) {
 	var out []api.Image
 	for name, b := range c.builders {
+		if _, ok := c.builtin(context.Background(), name); !ok {
+			continue
+		}
 		img := api.Image{Name: name, Description: b.description}
 		ok, err := volume.IsSubvolume(c.pool.ImagePath(name))
 		if err != nil {
@@ -117,7 +142,7 @@ func (c *Catalog) EnsureWithProgress(ctx context.Context, name string, report Re
 	if report == nil {
 		report = func(api.Progress, string) {}
 	}
-	b, ok := c.builders[name]
+	b, ok := c.builtin(ctx, name)
 	if !ok {
 		if img, found := c.pulled(ctx, name); found {
 			path := c.pool.ImagePath(img.Name)
@@ -169,12 +194,25 @@ func (c *Catalog) build(ctx context.Context, name string, b builder, report Repo
 	if err := c.pool.Delete(ctx, tmp); err != nil {
 		return err
 	}
-	if err := c.pool.Create(ctx, tmp); err != nil {
-		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
+	report.step(fmt.Sprintf("Building image %s", name))
+	if b.base == "" {
+		if err := c.pool.Create(ctx, tmp); err != nil {
+			return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
+		}
+	} else {
+		// The base is built first if need be (shared with any other
+		// request for it), then its files are the start of this one's.
+		base, err := c.EnsureWithProgress(ctx, b.base, report)
+		if err != nil {
+			return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s from image %s", name, b.base)
+		}
+		if err := c.pool.Snapshot(ctx, base, tmp, false); err != nil {
+			return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s from image %s", name, b.base)
+		}
+		report.step(fmt.Sprintf("Image %s starts from image %s", name, b.base))
 	}
 	// Whatever happens, the work subvolume goes; only the read-only snapshot stays.
 	defer c.pool.Delete(context.WithoutCancel(ctx), tmp)
-	report.step(fmt.Sprintf("Building image %s", name))
 	if err := b.build(ctx, tmp, report); err != nil {
 		return errdefs.Wrap(api.CodeImageBuildFailed, err, "build image %s", name)
 	}

@@ -2,13 +2,19 @@ package image
 
 import (
 	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
 	"github.com/cairn-sandbox/cairn/internal/testenv"
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
@@ -97,5 +103,125 @@ func TestBuildReportsPhaseAndCounts(t *testing.T) {
 	close(other.done)
 	if err := <-res; err != context.Canceled {
 		t.Errorf("waiting for a failed build: %v", err)
+	}
+}
+
+// An image with a base starts from a writable snapshot of it, the base
+// built first (its steps reported in line); a failed build leaves neither
+// its work subvolume nor an image, and the base as it was.
+func TestBuildOnABase(t *testing.T) {
+	ctx := context.Background()
+	c, pool := loopCatalog(t)
+	fail := false
+	c.builders["layer"] = builder{base: "busybox", build: func(ctx context.Context, dir string, report Reporter) error {
+		if _, err := os.Lstat(filepath.Join(dir, "bin/busybox")); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "etc/layer"), []byte("on top\n"), 0o644); err != nil {
+			return err
+		}
+		if fail {
+			return errors.New("apt-get: exit status 100")
+		}
+		report.step("Added a layer")
+		return nil
+	}}
+	var lines []string
+	path, err := c.Ensure(ctx, "layer", func(line string) { lines = append(lines, line) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 7 || !slices.Equal(lines[:2], []string{"Building image layer", "Building image busybox"}) ||
+		!slices.Equal(lines[3:], []string{"Image busybox ready", "Image layer starts from image busybox", "Added a layer", "Image layer ready"}) {
+		t.Fatalf("reported %q", lines)
+	}
+	if b, err := os.ReadFile(filepath.Join(path, "etc/layer")); err != nil || string(b) != "on top\n" {
+		t.Fatalf("the layer's file: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(pool.ImagePath("busybox"), "etc/layer")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the layer's file in its base: %v", err)
+	}
+
+	// Built again from the base that is there, and failing.
+	if err := pool.Delete(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	fail, lines = true, nil
+	if _, err := c.Ensure(ctx, "layer", func(line string) { lines = append(lines, line) }); errdefs.CodeOf(err) != api.CodeImageBuildFailed {
+		t.Fatalf("a failed build: %v, want %s", err, api.CodeImageBuildFailed)
+	}
+	if !slices.Equal(lines, []string{"Building image layer", "Image layer starts from image busybox"}) {
+		t.Errorf("reported %q", lines)
+	}
+	for _, p := range []string{path, pool.TempPath("image-layer"), filepath.Join(pool.ImagePath("busybox"), "etc/layer")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after a failed build: %v", p, err)
+		}
+	}
+}
+
+// The built-in images are listed with a description each; an image pulled
+// under a name cairn later had built in stays what that name means.
+func TestBuiltinsAndAPulledNamesake(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	testenv.Require(t, "mkfs.btrfs", "btrfs")
+	pool, err := volume.OpenLoop(ctx, dir, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("umount", filepath.Join(dir, "pool")).Run() })
+	store, err := sqlite.Open(filepath.Join(dir, "cairn.db"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c := New(pool, filepath.Join(dir, "cache"), store)
+
+	list, err := c.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, img := range list {
+		names = append(names, img.Name)
+		if img.Description == "" || img.Ready {
+			t.Errorf("built-in %+v: no description, or ready before a build", img)
+		}
+	}
+	if !slices.Equal(names, []string{"busybox", "debian", "node", "python"}) {
+		t.Fatalf("built-in images %q", names)
+	}
+	if c.builders["python"].base != "debian" || c.builders["node"].base != "debian" {
+		t.Errorf("python and node do not start from debian")
+	}
+
+	// A "python" pulled before: listed once, as pulled, and used as it is.
+	if err := pool.Create(ctx, pool.ImagePath("python")); err != nil {
+		t.Fatal(err)
+	}
+	rec := metadata.Image{Name: "python", Digest: "sha256:" + strings.Repeat("ab", 32), Source: "python:3.12", DiskPath: "images/python", CreatedAt: time.Now()}
+	if err := store.CreateImage(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	list, err = c.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, img := range list {
+		if img.Name == "python" {
+			n++
+			if img.Source != "python:3.12" {
+				t.Errorf("python listed as %+v, want the pulled one", img)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("python listed %d times", n)
+	}
+	var lines []string
+	if path, err := c.Ensure(ctx, "python", func(line string) { lines = append(lines, line) }); err != nil || path != pool.ImagePath("python") || len(lines) != 0 {
+		t.Errorf("Ensure of the pulled python: %q %v, reported %q", path, err, lines)
 	}
 }
