@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/access"
 	"github.com/cairn-sandbox/cairn/internal/activity"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
@@ -99,6 +100,12 @@ type Config struct {
 	// with them it serves HTTPS only, read again when they change.
 	ProxyTLSCert string
 	ProxyTLSKey  string
+	// Listen is the TCP address of the API over HTTPS, for API tokens
+	// ("": the unix socket only). TLSCert and TLSKey are its certificate
+	// (both or neither; neither: cairnd's own, self-signed, in
+	// DATA-DIR/tls).
+	Listen          string
+	TLSCert, TLSKey string
 }
 
 // DefaultDiskSize is the disk size of a sandbox created without --disk,
@@ -132,9 +139,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("cairnd must run as root (it mounts btrfs and runs gVisor)")
 	}
-	var keyPair *portproxy.KeyPair // checked before anything is made
+	remote, err := loadRemoteTLS(cfg) // checked before anything is made
+	if err != nil {
+		return err
+	}
+	var keyPair *portproxy.KeyPair
 	if cfg.ProxyTLSCert != "" || cfg.ProxyTLSKey != "" {
-		var err error
 		if keyPair, err = portproxy.LoadKeyPair(cfg.ProxyTLSCert, cfg.ProxyTLSKey); err != nil {
 			return err
 		}
@@ -261,10 +271,19 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	info := api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()}
+	if remote != nil {
+		if err := remote.listen(cfg.Listen); err != nil {
+			return err
+		}
+		defer remote.ln.Close()
+		info.Listen, info.TLSFingerprint = "https://"+remote.ln.Addr().String(), remote.fingerprint
+	}
+	accessSvc := access.New(store, time.Now)
 	srv = server.New(server.Deps{
-		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat,
+		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{images, ops, newBuilder(pool, images, runtime, netMgr, cfg.DataDir)}, Operations: ops, Ports: ports, Activity: hub,
-	}, api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()})
+	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
@@ -281,6 +300,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
 		PoolWatch: dsk.NewPoolWatch(), Now: time.Now}).Run(opsCtx)
 	go offsiteSvc.Run(opsCtx)
+	go accessSvc.PruneAudit(opsCtx)
 
 	ln, err := listen(cfg.Socket)
 	if err != nil {
@@ -306,6 +326,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 		slog.Info("port proxy ready", "address", proxyAddr, "domain", cfg.ProxyDomain, "scheme", scheme)
 	}
+	var remoteSrv *http.Server
+	if remote != nil {
+		remoteSrv = remote.serve(srv.RemoteHandler(accessSvc))
+		slog.Info("API listener ready", "address", info.Listen, "tls_fingerprint", remote.fingerprint, "self_signed", remote.selfSigned)
+	}
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
 
 	select {
@@ -317,6 +342,9 @@ func Run(ctx context.Context, cfg Config) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	httpSrv.Shutdown(sctx)
+	if remoteSrv != nil {
+		remoteSrv.Shutdown(sctx)
+	}
 	if proxySrv != nil {
 		proxySrv.Shutdown(sctx)
 	}

@@ -26,8 +26,8 @@ import (
 // Sentinel errors. Implementations wrap them with %w and context, so test
 // with errors.Is.
 var (
-	// ErrNotFound means the account, sandbox, checkpoint, live lease or
-	// image asked for does not exist.
+	// ErrNotFound means the account, sandbox, checkpoint, live lease,
+	// image or API token asked for does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a write would break a uniqueness rule: a sandbox name
 	// already used in the account, a sandbox id already used anywhere (or
@@ -35,9 +35,11 @@ var (
 	// already used anywhere, a checkpoint Seq already used in the sandbox, a
 	// checkpoint name already used in the account, a pool path another
 	// checkpoint names or that awaits deletion, a lease id already used,
-	// or an image name already used.
+	// an image name already used, an account name already used, or a
+	// token id or a token name in the account already used.
 	// It also means that a lease cannot be acquired because a live lease
-	// of its resource conflicts with it.
+	// of its resource conflicts with it, and that an account cannot be
+	// deleted because it still holds something.
 	ErrConflict = errors.New("already exists")
 	// ErrSchemaTooNew means the database was migrated by a newer cairnd
 	// than this one; this binary refuses to touch it.
@@ -52,10 +54,12 @@ var (
 // no credential, and act on this account.
 const DefaultAccount = "default"
 
-// Account owns sandboxes (and checkpoints, a disk limit and a key).
+// Account owns sandboxes (and checkpoints, API tokens, a disk limit and
+// a key).
 type Account struct {
 	ID        int64 // assigned by the store; never reused
 	Name      string
+	DiskLimit int64 // bytes; 0: the host's default (cairnd --disk-limit)
 	CreatedAt time.Time
 }
 
@@ -461,9 +465,10 @@ type DiskDelete struct {
 	QueuedAt     time.Time
 }
 
-// Store persists accounts, sandboxes, checkpoints (with where their disks
-// live, and the disks to delete), leases, the journal of multi-step
-// operations, published ports with each account's port token, and images.
+// Store persists accounts with their API tokens, sandboxes, checkpoints
+// (with where their disks live, and the disks to delete), leases, the
+// journal of multi-step operations, published ports with each account's
+// port token, images, and the audit log.
 //
 // What every implementation guarantees:
 //   - Each method is atomic: it is applied entirely or not at all, and a
@@ -479,25 +484,22 @@ type DiskDelete struct {
 //     write, and never a lease write older than one that survives.
 //   - Safe for concurrent use by many goroutines; concurrent writers wait
 //     for each other rather than fail with "database is locked".
-//   - Errors: a missing account, sandbox, checkpoint, lease or image is
-//     reported by wrapping ErrNotFound, a uniqueness violation or a lease
-//     conflict by wrapping ErrConflict, a revoked lease by wrapping
-//     ErrRevoked; anything else (invalid input, I/O, a cancelled ctx) is a
-//     plain error.
+//   - Errors: a missing account, sandbox, checkpoint, lease, image or
+//     token is reported by wrapping ErrNotFound, a uniqueness violation,
+//     a lease conflict or an account that still holds something by
+//     wrapping ErrConflict, a revoked lease by wrapping ErrRevoked;
+//     anything else (invalid input, I/O, a cancelled ctx) is a plain
+//     error.
 //   - Times are returned in UTC with microsecond precision (what PostgreSQL
 //     keeps); times given to the store are converted the same way. Zero
-//     CreatedAt/UpdatedAt are filled in from the clock the store was opened
-//     with; the store never reads the wall clock on its own.
+//     CreatedAt/UpdatedAt (and the other zero times the methods say) are
+//     filled in from the clock the store was opened with; the store never
+//     reads the wall clock on its own.
 //   - A list with no match is empty with a nil error, not ErrNotFound.
 type Store interface {
-	// EnsureAccount returns the account called name, creating it if it does
-	// not exist. It is idempotent: calling it again, concurrently or not,
-	// returns the same account.
-	EnsureAccount(ctx context.Context, name string) (Account, error)
-	// AccountByName returns the account called name, or ErrNotFound.
-	AccountByName(ctx context.Context, name string) (Account, error)
-	// ListAccounts returns every account, ordered by id.
-	ListAccounts(ctx context.Context) ([]Account, error)
+	// Accounts (see AccountStore) and their API tokens (TokenStore).
+	AccountStore
+	TokenStore
 
 	// CreateSandbox stores a new sandbox. sb.ID is chosen by the caller.
 	// It fails with ErrConflict when the account already has a sandbox
@@ -773,6 +775,8 @@ type Store interface {
 	PortStore
 	// Pulled, imported and built images (see ImageStore).
 	ImageStore
+	// The changes made through the API (see AuditStore).
+	AuditStore
 
 	// Close releases the store. No method may be called after it.
 	Close() error
