@@ -151,7 +151,7 @@ func TestRemoteAccountsAreIsolated(t *testing.T) {
 		code, msg := bob.errorCode(tc[0]...)
 		missCode, missMsg := bob.errorCode(tc[1]...)
 		norm := func(s string) string {
-			for _, n := range []string{"web", "nosuch", "golden", "nosuchsnap", ck.GlobalID, "0123456789abcdef", ops[0].ID} {
+			for _, n := range []string{"nosuchsnap", "nosuch", "golden", "web", ck.GlobalID, "0123456789abcdef", ops[0].ID} {
 				s = strings.ReplaceAll(s, n, "X")
 			}
 			return s
@@ -171,6 +171,44 @@ func TestRemoteAccountsAreIsolated(t *testing.T) {
 	}
 	if code, _ := alice.errorCode("token", "create", "--name", "more"); code != api.CodeForbidden {
 		t.Errorf("member token create: %s", code)
+	}
+
+	// The audit log holds the session: each change, its token, its
+	// outcome (bob's and the reader's refused attempts too); alice's own
+	// view holds her account's alone.
+	var log []api.AuditEntry
+	json.Unmarshal([]byte(d.mustCLI("--json", "audit")), &log)
+	want := []struct{ action, target, token, outcome string }{
+		{"account.create", "", "", "ok"},
+		{"token.create", "", "", "ok"},
+		{"sandbox.create", "", "laptop", "accepted"},
+		{"checkpoint.create", "web", "laptop", "accepted"},
+		{"snapshot.create", "web", "laptop", "accepted"},
+		{"sandbox.delete", "web", "ci", api.CodeNoSandbox},
+		{"snapshot.delete", "golden", "ci", api.CodeNoCheckpoint},
+		{"sandbox.create", "", "dash", api.CodeForbidden},
+		{"token.create", "", "laptop", api.CodeForbidden},
+	}
+	for _, w := range want {
+		found := false
+		for _, e := range log {
+			if e.Action == w.action && e.Target == w.target && e.TokenName == w.token && e.Outcome == w.outcome {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("audit log lacks %+v", w)
+		}
+	}
+	json.Unmarshal([]byte(alice.must("--json", "audit")), &log)
+	if len(log) < 3 {
+		t.Errorf("alice's audit log: %+v", log)
+	}
+	for _, e := range log {
+		if e.Account != "alice" {
+			t.Errorf("alice's audit log shows %+v", e)
+		}
 	}
 
 	// Revoked: refused at the next request.
