@@ -39,6 +39,9 @@ func Run(t *testing.T, open OpenFunc) {
 		fn   func(*testing.T, OpenFunc)
 	}{
 		{"Accounts", testAccounts},
+		{"AccountLifecycle", testAccountLifecycle},
+		{"Tokens", testTokens},
+		{"Audit", testAudit},
 		{"CreateAndGet", testCreateAndGet},
 		{"DefaultTimes", testDefaultTimes},
 		{"Conflicts", testConflicts},
