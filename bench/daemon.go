@@ -59,7 +59,8 @@ func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, e
 		return nil, err
 	}
 	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config,
-		"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream, "--proxy-listen", "127.0.0.1:0")
+		"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream, "--proxy-listen", "127.0.0.1:0",
+		"--listen", "127.0.0.1:0")
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for the bench must not stop cairnd
 	// before the bench has deleted its sandboxes through it.

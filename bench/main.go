@@ -59,6 +59,7 @@ var groups = []group{
 	{"memory", "memory checkpoint and restore (64 MiB/512 MiB/2 GiB touched), fork of 10, compression vs. runsc by hand", benchMemory},
 	{"offsite", "off-site upload of 1 GiB to S3 (versitygw), first and incremental, vs. restic", benchOffsite},
 	{"network", "HTTP through the port proxy vs. direct, egress throughput vs. the host, create+start with vs. without networking", benchNetwork},
+	{"remote", "GET /v1/sandboxes and exec true over HTTPS with a token vs. the unix socket", benchRemote},
 	{"build", "build of an unchanged Dockerfile (all steps cached) vs. the same with --no-cache", benchBuild},
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
 }
