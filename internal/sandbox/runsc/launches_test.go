@@ -20,10 +20,18 @@ func TestSettleLaunchesWaitsForLeftovers(t *testing.T) {
 		t.Fatalf("SettleLaunches with another root's launch only = %d, %v; want 0", n, err)
 	}
 
-	left := exec.Command("sh", "-c", "sleep 0.5", "--root="+r.stateRoot, "--detach")
+	// A shell that forks nothing (read is built in), so that no child
+	// shows the same command line for an instant; it ends half a second
+	// on, when its input closes.
+	left := exec.Command("sh", "-c", "read x", "--root="+r.stateRoot, "--detach")
+	in, err := left.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := left.Start(); err != nil {
 		t.Fatal(err)
 	}
+	time.AfterFunc(500*time.Millisecond, func() { in.Close() })
 	exited := make(chan struct{})
 	go func() { left.Wait(); close(exited) }()
 	t0 := time.Now()
