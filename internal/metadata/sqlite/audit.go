@@ -91,7 +91,7 @@ func (s *Store) Audit(ctx context.Context, f metadata.AuditFilter) ([]metadata.A
 		return nil, fmt.Errorf("metadata: audit: %w", err)
 	}
 	defer rows.Close()
-	var out []metadata.AuditEntry
+	out := []metadata.AuditEntry{}
 	for rows.Next() {
 		e, err := scanAudit(rows)
 		if err != nil {
@@ -115,7 +115,11 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error)
 	if err != nil {
 		return 0, fmt.Errorf("metadata: prune audit: %w", err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("metadata: prune audit: %w", err)
+	}
+	return n, nil
 }
 
 // scanAudit reads one row of auditSelect; no row is ErrNotFound.

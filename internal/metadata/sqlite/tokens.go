@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/cairn-sandbox/cairn/internal/metadata"
-
-	"time"
 )
 
 // API tokens (migration 0017).
