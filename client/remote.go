@@ -111,7 +111,7 @@ func (c *Client) authorize(req *http.Request) {
 func (c *Client) unreachable(err error) error {
 	if c.token != "" || strings.HasPrefix(c.base, "https://") {
 		if errors.Is(err, ErrFingerprint) {
-			return fmt.Errorf("cairnd at %s: %w (if its certificate was replaced on purpose, `cairn login` again)", c.where, err)
+			return fmt.Errorf("cairnd at %s: %w (if its certificate was replaced on purpose, check the new fingerprint with `cairn server info` on the host, then `cairn login %s --fingerprint NEW`)", c.where, err, c.where)
 		}
 		return fmt.Errorf("cannot reach cairnd at %s: %w", c.where, err)
 	}

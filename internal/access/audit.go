@@ -15,7 +15,8 @@ import (
 const AuditKeep = 90 * 24 * time.Hour
 
 // Record implements server.Auditor: the entry goes in the account of c
-// (host-wide actions, on images and accounts, in none).
+// (the host's own actions, on accounts, tokens and every account's
+// images, in none).
 func (s *Service) Record(ctx context.Context, c auth.Credential, e api.AuditEntry) error {
 	rec := metadata.AuditEntry{At: s.now(), TokenID: c.TokenID, TokenName: c.TokenName, Remote: c.Remote,
 		Action: e.Action, Target: e.Target, Outcome: e.Outcome, Detail: e.Detail}
@@ -33,8 +34,7 @@ func (s *Service) Record(ctx context.Context, c auth.Credential, e api.AuditEntr
 // hostWide reports whether an action is on what the host shares.
 func hostWide(action string) bool {
 	switch action {
-	case "image.pull", "image.import", "image.build", "image.delete", "image.prune",
-		"account.create", "account.set", "account.delete", "token.create", "token.revoke":
+	case "image.delete", "image.prune", "account.create", "account.set", "account.delete", "token.create", "token.revoke":
 		return true
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // The accounts and tokens commands (admin): cairn account create, list,
@@ -136,7 +137,7 @@ func findAccount(ctx context.Context, g *globalOptions, name string) (api.Accoun
 			return a, nil
 		}
 	}
-	return api.AccountRecord{}, fmt.Errorf("error %s: no account named %q", api.CodeNoAccount, name)
+	return api.AccountRecord{}, errdefs.New(api.CodeNoAccount, "no account named %q", name)
 }
 
 func formatLimit(b int64) string {

@@ -200,6 +200,16 @@ func runLogin(ctx context.Context, opts loginOptions, g *globalOptions) error {
 		return usageErrorf("%v", err)
 	}
 	if pin == "" {
+		// A certificate that verifies against the system's roots (one the
+		// operator gave cairnd) is not pinned: its renewals must go on
+		// working.
+		if ca, err := client.NewRemote(client.Remote{URL: opts.URL, Token: token}); err == nil {
+			if _, err := ca.ServerInfo(ctx); err == nil {
+				c, seen = ca, "verified"
+			}
+		}
+	}
+	if pin == "" && seen != "verified" {
 		// First use: look at the certificate, then decide.
 		if _, err := c.ServerInfo(ctx); err != nil && seen == "" {
 			return err
@@ -215,6 +225,9 @@ func runLogin(ctx context.Context, opts loginOptions, g *globalOptions) error {
 	who, err := c.Whoami(ctx)
 	if err != nil {
 		return err
+	}
+	if seen == "verified" {
+		pin = ""
 	}
 	path, err := saveConfig(remoteConfig{Host: opts.URL, Token: token, Fingerprint: pin})
 	if err != nil {

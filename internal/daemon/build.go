@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/container"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image"
@@ -107,17 +108,38 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 	if req.Name == "" {
 		return nil, errdefs.New(api.CodeInvalidArgument, "build needs the image's name (-t NAME)")
 	}
+	if req.Network != "" && req.Network != metadata.NetworkEgress && req.Network != metadata.NetworkNone {
+		return nil, errdefs.New(api.CodeInvalidArgument, "unknown network mode %q for the build's RUN steps: egress or none", req.Network)
+	}
+	if err := s.Catalog.CheckBuildName(ctx, req.Name); err != nil {
+		return nil, err
+	}
+	untrusted := untrustedPull(ctx)
+	if untrusted && req.Insecure {
+		return nil, errdefs.New(api.CodeForbidden, "only an admin may pull from a plain-HTTP registry (--insecure)")
+	}
 	dir, dockerfile, err := s.receiveContext(ctx, body)
 	if err != nil {
 		return nil, err
 	}
 	return s.ops.Start("image.build", "image/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer os.RemoveAll(dir)
-		b := s.builder(oci.FetchOptions{Insecure: req.Insecure})
+		b := s.builder(oci.FetchOptions{Insecure: req.Insecure, Untrusted: untrusted})
 		return b.Build(ctx, build.Request{Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
 			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache}, op.Record)
 	}), nil
 }
+
+// untrustedPull reports whether the request of ctx is an API token's
+// below admin: its pulls may not use the host's registry credentials nor
+// reach its private networks (oci.FetchOptions.Untrusted).
+func untrustedPull(ctx context.Context) bool {
+	c, ok := auth.FromContext(ctx)
+	return ok && c.TokenID != "" && c.Role != auth.RoleAdmin
+}
+
+// maxContext bounds the files of a build context.
+const maxContext = 4 << 30
 
 // receiveContext extracts the build context's tar (body) into a new
 // directory in the pool's work area, with the checks of an image layer
@@ -141,7 +163,7 @@ func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir s
 		return "", nil, err
 	}
 	defer root.Close()
-	if _, err := unpack.Apply(ctx, root, body, unpack.Options{}); err != nil {
+	if _, err := unpack.Apply(ctx, root, body, unpack.Options{MaxBytes: maxContext}); err != nil {
 		if errdefs.CodeOf(err) != "" {
 			return "", nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
@@ -23,10 +24,13 @@ type imageService struct {
 }
 
 // Pull starts pulling req.Ref; the operation's result is the api.Image.
-func (s imageService) Pull(_ context.Context, req api.PullImageRequest) (*operation.Op, error) {
+func (s imageService) Pull(ctx context.Context, req api.PullImageRequest) (*operation.Op, error) {
+	fetch := oci.FetchOptions{Insecure: req.Insecure, Username: req.Username, Password: req.Password, Untrusted: untrustedPull(ctx)}
+	if fetch.Untrusted && fetch.Insecure {
+		return nil, errdefs.New(api.CodeForbidden, "only an admin may pull from a plain-HTTP registry (--insecure)")
+	}
 	return s.ops.Start("image.pull", "image/"+req.Ref, func(ctx context.Context, op *operation.Op) (any, error) {
-		return s.Catalog.Pull(ctx, image.PullRequest{Ref: req.Ref, Name: req.Name,
-			Fetch: oci.FetchOptions{Insecure: req.Insecure, Username: req.Username, Password: req.Password}}, op.Record)
+		return s.Catalog.Pull(ctx, image.PullRequest{Ref: req.Ref, Name: req.Name, Fetch: fetch}, op.Record)
 	}), nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -80,8 +81,8 @@ func (c *Catalog) baseNamed(ctx context.Context, name string, report Reporter) (
 // src returns (snapshotted read-only; the subvolume stays the caller's),
 // recorded as rec says. The image's earlier build under that name is
 // replaced unless sandboxes or checkpoints use it (I08); the same digest
-// again changes nothing and does not call src. A built-in image's name
-// is I07, a bad one V02.
+// again changes nothing and does not call src. A built-in image's name,
+// or a pulled or imported image's, is I07; a bad one V02.
 func (c *Catalog) InstallBuilt(ctx context.Context, rec metadata.Image, src func() (string, error), report Reporter) (api.Image, error) {
 	if report == nil {
 		report = func(api.Progress, string) {}
@@ -94,10 +95,16 @@ func (c *Catalog) InstallBuilt(ctx context.Context, rec metadata.Image, src func
 	}
 	unlock := c.lockName(rec.Name)
 	defer unlock()
+	var replace *metadata.Image
 	if have, err := c.store.Image(ctx, rec.Name); err == nil {
 		if have.Digest == rec.Digest {
 			report.step(fmt.Sprintf("Image %s is unchanged", rec.Name))
 			return c.apiImage(have), nil
+		}
+		if have.Source != "build" && !strings.HasPrefix(have.Source, "build:") {
+			// Only a build replaces a build: a pulled or imported image of
+			// that name stays whoever asks.
+			return api.Image{}, errdefs.New(api.CodeImageExists, "image %s exists and was not built (%s): build with another -t, or delete it first", rec.Name, describe(have.Source))
 		}
 		sandboxes, checkpoints, err := c.store.ImageUsers(ctx, rec.Name)
 		if err != nil {
@@ -106,16 +113,12 @@ func (c *Catalog) InstallBuilt(ctx context.Context, rec metadata.Image, src func
 		if sandboxes > 0 || checkpoints > 0 {
 			return api.Image{}, errdefs.New(api.CodeImageInUse, "image %s is used by %d sandboxes and %d checkpoints: build with another -t, or delete them first", rec.Name, sandboxes, checkpoints)
 		}
-		report.step(fmt.Sprintf("Replacing image %s (%s)", rec.Name, shortDigest(have.Digest)))
-		if err := c.store.DeleteImage(ctx, rec.Name); err != nil {
-			return api.Image{}, err
-		}
-		if err := c.pool.Delete(ctx, c.pool.ImagePath(rec.Name)); err != nil {
-			return api.Image{}, err
-		}
+		replace = &have
 	} else if !errors.Is(err, metadata.ErrNotFound) {
 		return api.Image{}, err
 	}
+	// The new tree first, then the old image goes: a failure before the
+	// swap leaves the old one whole.
 	dir, err := src()
 	if err != nil {
 		return api.Image{}, err
@@ -131,10 +134,32 @@ func (c *Catalog) InstallBuilt(ctx context.Context, rec metadata.Image, src func
 	rec.DiskPath = filepath.ToSlash(filepath.Join("images", rec.Name))
 	rec.CreatedAt = c.now().UTC()
 	dst := c.pool.ImagePath(rec.Name)
+	if replace != nil {
+		report.step(fmt.Sprintf("Replacing image %s (%s)", rec.Name, shortDigest(replace.Digest)))
+		if err := c.store.DeleteImage(ctx, rec.Name); err != nil {
+			return api.Image{}, err
+		}
+		if err := c.pool.Delete(ctx, dst); err != nil {
+			return api.Image{}, err
+		}
+	}
 	if err := c.pool.Snapshot(ctx, dir, dst, true); err != nil {
 		return api.Image{}, poolError(err, rec.Name)
 	}
 	return c.record(ctx, rec, dst)
+}
+
+// CheckBuildName fails as InstallBuilt would on a build's name before
+// the build runs: V02 for a bad name, I07 for a built-in image's or a
+// pulled or imported one's.
+func (c *Catalog) CheckBuildName(ctx context.Context, name string) error {
+	if err := c.checkNewName(name); err != nil {
+		return err
+	}
+	if have, ok := c.pulled(ctx, name); ok && have.Source != "build" && !strings.HasPrefix(have.Source, "build:") {
+		return errdefs.New(api.CodeImageExists, "image %s exists and was not built (%s): build with another -t, or delete it first", name, describe(have.Source))
+	}
+	return nil
 }
 
 // checkNewName checks the name of an image to pull, import or build.

@@ -72,6 +72,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noteTarget(r, req.Name, "")
 	acct, err := s.access.CreateAccount(r.Context(), req.Name, limit)
 	if err != nil {
 		return err
@@ -152,10 +153,12 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noteTarget(r, "", "account "+req.Account+", name "+req.Name+", role "+req.Role)
 	tok, err := s.access.CreateToken(r.Context(), req.Account, req.Name, auth.Role(req.Role), ttl)
 	if err != nil {
 		return err
 	}
+	noteTarget(r, tok.Info.ID, "account "+req.Account+", name "+req.Name+", role "+req.Role)
 	writeJSON(w, http.StatusCreated, tok)
 	return nil
 }

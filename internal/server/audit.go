@@ -58,21 +58,29 @@ var auditActions = map[string]string{
 	"DELETE /v1/accounts/{name}":                         "account.delete",
 	"POST /v1/tokens":                                    "token.create",
 	"DELETE /v1/tokens/{id}":                             "token.revoke",
+	"POST /v1/verify":                                    "verify",
 }
 
 // auditSkipped are the routes that are not changes of state, though not
 // GETs: running a command and opening a connection are uses of a
-// sandbox, verifying reads.
+// sandbox.
 var auditSkipped = map[string]bool{
 	"POST /v1/sandboxes/{name}/exec":                 true,
 	"POST /v1/sandboxes/{name}/ports/{port}/connect": true,
-	"POST /v1/verify":                                true,
 }
 
 // auditNote is what the handler of one request tells the audit log: the
 // error code it answered, the operation it started.
 type auditNote struct {
 	code, operation string
+	target, detail  string // set by a handler whose path names nothing (a create)
+}
+
+// noteTarget tells the audit log what a create acted on, and more.
+func noteTarget(r *http.Request, target, detail string) {
+	if n := noteFrom(r); n != nil {
+		n.target, n.detail = target, detail
+	}
 }
 
 type auditKey struct{}
@@ -104,9 +112,12 @@ func (s *Server) audited(rt route, h func(*Server, http.ResponseWriter, *http.Re
 		case note.operation != "":
 			outcome = "accepted"
 		}
-		e := api.AuditEntry{Action: action, Target: auditTarget(rt, r), Outcome: outcome}
+		e := api.AuditEntry{Action: action, Target: auditTarget(rt, r), Outcome: outcome, Detail: note.detail}
+		if e.Target == "" {
+			e.Target = note.target
+		}
 		if note.operation != "" {
-			e.Detail = "operation " + note.operation
+			e.Detail = strings.TrimPrefix(e.Detail+"; operation "+note.operation, "; ")
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
@@ -118,8 +129,8 @@ func (s *Server) audited(rt route, h func(*Server, http.ResponseWriter, *http.Re
 }
 
 // auditTarget is what the request acted on: the path's names joined
-// ("web", "web/v3", "web/8080"), or what its body names when the path
-// names nothing (filled by the handler as the target of a create).
+// ("web", "web/v3", "web/8080"); a create's handler names its target
+// itself (noteTarget).
 func auditTarget(rt route, r *http.Request) string {
 	var parts []string
 	for _, seg := range strings.Split(rt.path, "/") {

@@ -42,6 +42,7 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) error {
 		req.BuildArgs[k] = v
 	}
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	noteTarget(r, req.Name, "")
 	op, err := s.images.Build(r.Context(), r.Body, req)
 	if err != nil {
 		return err

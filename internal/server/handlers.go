@@ -53,6 +53,7 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) error {
 	if req.Ref == "" {
 		return errdefs.New(api.CodeInvalidArgument, "pull needs a reference (ref), such as python:3.12 or registry.example.com/team/app:1")
 	}
+	noteTarget(r, req.Name, "from "+req.Ref)
 	op, err := s.images.Pull(r.Context(), req)
 	if err != nil {
 		return err
@@ -76,6 +77,7 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) error {
 		source = source[:255]
 	}
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	noteTarget(r, name, "from "+source)
 	op, err := s.images.Import(r.Context(), r.Body, name, source)
 	if err != nil {
 		return err
@@ -107,6 +109,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
+	noteTarget(r, req.Name, "")
 	op, err := s.sandboxes.Create(r.Context(), s.account(r), req)
 	if err != nil {
 		return err

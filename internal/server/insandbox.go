@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
-	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
 // sandboxRoutes is the API of the management socket, /.cairn/api.sock,
@@ -66,6 +66,9 @@ func (s *Server) SandboxHandler(id string) http.Handler {
 			return
 		}
 		ctx := context.WithValue(r.Context(), scopeKey{}, scope{id, account, name})
+		// Its own credential: a member of its account, which the scope
+		// narrows to the sandbox itself.
+		ctx = auth.NewContext(ctx, auth.Credential{Account: account, Role: auth.RoleMember, Remote: "sandbox " + name})
 		mux.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -235,16 +238,13 @@ func (o *opOwners) add(opID, sandboxID string, ops Operations) {
 }
 
 // ownedBy reports whether account started operation opID through the
-// API; an operation started otherwise (by cairnd itself, or before a
-// restart) is the default account's.
+// API. An operation started otherwise (by cairnd itself, or before a
+// restart) is no token's: only the unix socket sees it.
 func (o *opOwners) ownedBy(opID, account string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	owner, ok := o.sandbox[opID]
-	if !ok {
-		owner = metadata.DefaultAccount
-	}
-	return owner == account
+	return ok && owner != "" && owner == account
 }
 
 // check answers O01, as for an operation that does not exist, unless

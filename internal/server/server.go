@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
@@ -103,7 +104,10 @@ func newMux(s *Server, rts []route) *http.ServeMux {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// Its requests are the unix socket's: the default account's, as admin.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), socketCredential)))
+}
 
 // statusOf maps an error code to its HTTP status.
 func statusOf(code string) int {

@@ -179,14 +179,14 @@ func TestRemoteAccountsAreIsolated(t *testing.T) {
 	var log []api.AuditEntry
 	json.Unmarshal([]byte(d.mustCLI("--json", "audit")), &log)
 	want := []struct{ action, target, token, outcome string }{
-		{"account.create", "", "", "ok"},
-		{"token.create", "", "", "ok"},
-		{"sandbox.create", "", "laptop", "accepted"},
+		{"account.create", "alice", "", "ok"},
+		{"token.create", a.Info.ID, "", "ok"},
+		{"sandbox.create", "web", "laptop", "accepted"},
 		{"checkpoint.create", "web", "laptop", "accepted"},
 		{"snapshot.create", "web", "laptop", "accepted"},
 		{"sandbox.delete", "web", "ci", api.CodeNoSandbox},
 		{"snapshot.delete", "golden", "ci", api.CodeNoCheckpoint},
-		{"sandbox.create", "", "dash", api.CodeForbidden},
+		{"sandbox.create", "x", "dash", api.CodeForbidden},
 		{"token.create", "", "laptop", api.CodeForbidden},
 	}
 	for _, w := range want {

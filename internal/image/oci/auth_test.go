@@ -65,3 +65,23 @@ func TestFetchFromPrivateRegistries(t *testing.T) {
 		})
 	}
 }
+
+// A pull by someone below admin reaches no private address and no plain
+// HTTP (cairnd's own network is not theirs to probe), and never uses the
+// docker config file's credentials.
+func TestUntrustedFetchRefusesPrivateRegistries(t *testing.T) {
+	reg := testregistry.Start(t, testregistry.Options{})
+	ref := reg.Ref("team/app", "1")
+	reg.Push(t, ref, testregistry.Image(t, testregistry.Config{}, testregistry.Layer(t, testregistry.File("f", "x\n", 0o644))))
+	for _, opts := range []FetchOptions{{Untrusted: true}, {Untrusted: true, Insecure: true}} {
+		if _, _, err := Fetch(context.Background(), ref, opts); errdefs.CodeOf(err) != api.CodeForbidden {
+			t.Errorf("untrusted fetch from loopback %+v: %v, want %s", opts, err, api.CodeForbidden)
+		}
+	}
+	if n := reg.BlobGets() + len(reg.Requests()); n != 0 {
+		t.Errorf("the registry was reached %d times", n)
+	}
+	if _, _, err := Fetch(context.Background(), ref, FetchOptions{}); err != nil {
+		t.Errorf("the administrator's fetch: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -50,6 +51,12 @@ type FetchOptions struct {
 	// Transport is the HTTP transport (default: a clone of
 	// http.DefaultTransport that ignores the environment's proxy).
 	Transport http.RoundTripper
+	// Untrusted is a pull asked by someone who is not the host's
+	// administrator (an API token below admin): the docker config
+	// file's credentials are not used, and a registry at a loopback,
+	// private or link-local address, or plain HTTP, is refused (A02):
+	// cairnd's own network is not theirs to probe.
+	Untrusted bool
 }
 
 // Platform is the platform an index is resolved to: this host's.
@@ -77,10 +84,18 @@ func Fetch(ctx context.Context, ref string, opts FetchOptions) (v1.Image, name.R
 		t.Proxy = nil
 		tr = t
 	}
+	if opts.Untrusted {
+		if err := publicRegistry(ctx, r.Context().RegistryStr(), opts.Insecure); err != nil {
+			return nil, nil, err
+		}
+	}
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(Platform()), remote.WithTransport(tr)}
-	if opts.Username != "" || opts.Password != "" {
+	switch {
+	case opts.Username != "" || opts.Password != "":
 		ropts = append(ropts, remote.WithAuth(&authn.Basic{Username: opts.Username, Password: opts.Password}))
-	} else {
+	case opts.Untrusted:
+		ropts = append(ropts, remote.WithAuth(authn.Anonymous))
+	default:
 		ropts = append(ropts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	}
 	img, err := remote.Image(r, ropts...)
@@ -88,6 +103,29 @@ func Fetch(ctx context.Context, ref string, opts FetchOptions) (v1.Image, name.R
 		return nil, nil, registryError(ref, err)
 	}
 	return img, r, nil
+}
+
+// publicRegistry fails with A02 unless registry (host[:port]) resolves
+// to public addresses only and is reached over HTTPS.
+func publicRegistry(ctx context.Context, registry string, insecure bool) error {
+	if insecure {
+		return errdefs.New(api.CodeForbidden, "only an admin may pull from a plain-HTTP registry (--insecure)")
+	}
+	host := registry
+	if h, _, err := net.SplitHostPort(registry); err == nil {
+		host = h
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return errdefs.New(api.CodeRegistryFailed, "registry %s: %v", registry, err)
+	}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() {
+			return errdefs.New(api.CodeForbidden, "registry %s is at a private address (%s): only an admin may pull from it", registry, a)
+		}
+	}
+	return nil
 }
 
 // registryError gives err, from reaching the registry for ref, its code.
