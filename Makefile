@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION) -X github.com/cairn-sandbox/cairn/internal/cli.Version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 
-.PHONY: build deps test-deps run test crash-trials fault-trials load-trial fuzz lint bench clean
+.PHONY: build deps test-deps run test crash-trials fault-trials load-trial fuzz lint bench install uninstall clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init ./cmd/cairn-env
@@ -88,6 +88,40 @@ lint:
 
 bench: test-deps build
 	CAIRN_BIN=$(CURDIR)/bin $(GO) run ./bench
+
+# Installs cairn as a service (README.md, "Install as a service"): the four
+# binaries side by side in BINDIR (cairnd finds cairn-init, and cairn-env
+# beside it, next to itself), the systemd unit, /etc/default/cairnd (only
+# if missing) and shell completion for bash, zsh and fish. DESTDIR stages
+# the whole tree elsewhere (packaging, tests). It neither enables nor
+# starts the unit: systemctl daemon-reload && systemctl enable --now cairnd.
+PREFIX         ?= /usr/local
+BINDIR         ?= $(PREFIX)/bin
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR     ?= /etc
+BASHCOMPDIR    ?= /usr/share/bash-completion/completions
+ZSHCOMPDIR     ?= /usr/share/zsh/vendor-completions
+FISHCOMPDIR    ?= /usr/share/fish/vendor_completions.d
+BINARIES       := cairn cairnd cairn-init cairn-env
+INSTALL_FROM   ?= bin
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/default \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	for b in $(BINARIES); do install -m 0755 $(INSTALL_FROM)/$$b $(DESTDIR)$(BINDIR)/$$b; done
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/systemd/cairnd.service > $(DESTDIR)$(SYSTEMDUNITDIR)/cairnd.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/cairnd.service
+	test -e $(DESTDIR)$(SYSCONFDIR)/default/cairnd || install -m 0644 dist/systemd/cairnd.default $(DESTDIR)$(SYSCONFDIR)/default/cairnd
+	$(INSTALL_FROM)/cairn completion bash > $(DESTDIR)$(BASHCOMPDIR)/cairn
+	$(INSTALL_FROM)/cairn completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_cairn
+	$(INSTALL_FROM)/cairn completion fish > $(DESTDIR)$(FISHCOMPDIR)/cairn.fish
+	chmod 0644 $(DESTDIR)$(BASHCOMPDIR)/cairn $(DESTDIR)$(ZSHCOMPDIR)/_cairn $(DESTDIR)$(FISHCOMPDIR)/cairn.fish
+
+# Removes what install put there but /etc/default/cairnd; stop the unit
+# first (sandboxes keep running, as after any stop of cairnd).
+uninstall:
+	for b in $(BINARIES); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/cairnd.service $(DESTDIR)$(BASHCOMPDIR)/cairn \
+		$(DESTDIR)$(ZSHCOMPDIR)/_cairn $(DESTDIR)$(FISHCOMPDIR)/cairn.fish
 
 clean:
 	rm -rf bin

@@ -32,6 +32,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
+	"github.com/cairn-sandbox/cairn/internal/metrics"
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -220,6 +221,10 @@ func Run(ctx context.Context, cfg Config) error {
 	var srv *server.Server
 	instances := sandbox.NewInstances()
 	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsiteSvc})
+	// Metrics: observed by the manager, the upload queue and the API
+	// server; sandboxes by state and the off-site lag read at each scrape.
+	obs := metrics.New(Version, metrics.Sources{States: cat, Lags: []metrics.Lags{offsiteSvc}})
+	offsiteSvc.SetObserver(obs)
 	var nets sandbox.Networks
 	var netMgr *network.Manager
 	if !cfg.NetworkOff {
@@ -249,6 +254,7 @@ func Run(ctx context.Context, cfg Config) error {
 		BrowseDir:   browseDir,
 		Offsite:     offsiteSvc,
 		HostID:      hostID,
+		Observer:    obs,
 	})
 	if err != nil {
 		return err
@@ -283,6 +289,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{images, ops, newBuilder(pool, images, runtime, netMgr, cfg.DataDir)}, Operations: ops, Ports: ports, Activity: hub,
+		Requests: obs,
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -307,7 +314,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	lim := httpedge.Host("api socket")
-	httpSrv := httpedge.NewServer(srv, lim)
+	httpSrv := httpedge.NewServer(socketHandler(srv, obs.Handler()), lim)
 	httpSrv.RegisterOnShutdown(srv.StopFollowers)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(httpedge.Listen(ln, lim)) }()

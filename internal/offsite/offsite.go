@@ -82,7 +82,8 @@ type Service struct {
 	now     func() time.Time
 	wake    chan struct{}
 
-	disk Disks
+	disk     Disks
+	observer Observer // nil: nobody is told about uploads
 
 	mu        sync.Mutex
 	repo      *repo.Repository // nil until opened
@@ -506,6 +507,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	}
 	before := r.Unavailable()
 	ref, st, err := r.Backup(ctx, dir, opts)
+	s.observeUpload(st.BytesUploaded, err)
 	s.mu.Lock()
 	s.upload = nil
 	// A canceled upload (its checkpoint was deleted) says nothing of the

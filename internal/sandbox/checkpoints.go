@@ -114,7 +114,9 @@ func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts chec
 			return saveImageNetwork(dir, network)
 		}
 	}
+	start := m.cfg.Now()
 	ck, res, err := m.cfg.Disks.Take(ctx, req)
+	m.observeCheckpoint(opts, req.Running, m.cfg.Now().Sub(start), res.Paused, err)
 	if err != nil {
 		return ck, res, err
 	}

@@ -112,6 +112,8 @@ type Config struct {
 	// operations that the earlier instances on this host left unfinished
 	// (see journal.go); "" undoes none.
 	HostID string
+	// Observer is told how checkpoints and restores went; nil: nobody.
+	Observer Observer
 }
 
 // Manager owns every sandbox of this host.
@@ -130,6 +132,9 @@ type Manager struct {
 func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "sandboxes"), 0o700); err != nil {
 		return nil, err

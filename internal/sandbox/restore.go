@@ -96,9 +96,12 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 			return nil, fmt.Errorf("read the sandbox's disk (nothing was restored): %w", err)
 		}
 		d := inPlaceDetail{Name: sb.Name, Checkpoint: ck.ID, Seq: ck.Seq, OldRoot: oldRoot, Memory: ck.HasMemory && !diskOnly}
-		if err := m.journalledInPlace(ctx, op, sb, d, func(notes *inPlaceNotes) error {
+		start := m.cfg.Now()
+		err = m.journalledInPlace(ctx, op, sb, d, func(notes *inPlaceNotes) error {
 			return m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly, notes)
-		}); err != nil {
+		})
+		m.observeRestore(restoreInPlace, src == disks.FromOffsite, start, err)
+		if err != nil {
 			return nil, err
 		}
 		op.Step(api.PhaseDone, "Sandbox %s restored to %s", name, ck.Seq)
@@ -261,8 +264,10 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 		return nil, err
 	}
 	sb := m.childOf(acct, ck, newName, "")
-	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (any, error) {
+	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+newName, func(ctx context.Context, op *operation.Op) (out any, err error) {
 		defer release()
+		start := m.cfg.Now()
+		defer func() { m.observeRestore(restoreAsNew, src == disks.FromOffsite, start, err) }()
 		op.Step(api.PhaseCreate, "Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
 		var progress func(api.Progress, string)
 		if src == disks.FromOffsite {

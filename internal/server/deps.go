@@ -224,7 +224,8 @@ type Ports interface {
 	Connect(ctx context.Context, account, name string, port int) (net.Conn, error)
 }
 
-// Deps are the parts a Server serves. Every field must be set.
+// Deps are the parts a Server serves. Every field must be set but
+// Requests.
 type Deps struct {
 	Sandboxes   Sandboxes
 	Views       SandboxViews
@@ -239,4 +240,6 @@ type Deps struct {
 	Scope       SandboxScope
 	Ports       Ports
 	Activity    Activity
+	// Requests is told about every request answered; nil: nobody.
+	Requests RequestObserver
 }

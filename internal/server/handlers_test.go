@@ -75,6 +75,7 @@ const def = metadata.DefaultAccount
 // routeCases reaches every route of the API.
 var routeCases = []routeCase{
 	{method: "GET", pattern: "/v1", path: "/v1", status: 200, bodyHas: `"account":"default"`, noErr: true},
+	{method: "GET", pattern: "/v1/openapi.json", path: "/v1/openapi.json", status: 200, bodyHas: `"openapi": "3.1.0"`, noErr: true},
 	{method: "GET", pattern: "/v1/images", path: "/v1/images", status: 200,
 		want: &call{"Images.List", "", nil}, bodyHas: `"busybox"`},
 	{method: "POST", pattern: "/v1/images/pull", path: "/v1/images/pull", body: `{"ref":"127.0.0.1:5000/app:1","name":"app","insecure":true}`, status: 202,

@@ -51,7 +51,7 @@ type scope struct{ id, account, name string }
 // SandboxHandler returns the handler of sandbox id's management socket.
 // Each handler has its own request rate (one handler serves one socket).
 func (s *Server) SandboxHandler(id string) http.Handler {
-	mux := newMux(s, sandboxRoutes)
+	mux := newMux(s, sandboxAPI, sandboxRoutes)
 	rate := newTokenBucket(sandboxRequestRate, sandboxRequestBurst, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !rate.take() {

@@ -12,6 +12,7 @@ type route struct {
 // routes is every endpoint of the API, in one place. See docs/api.md.
 var routes = []route{
 	{"GET", "/v1", (*Server).getInfo},
+	{"GET", "/v1/openapi.json", (*Server).openAPI},
 	{"GET", "/v1/images", (*Server).listImages},
 	{"POST", "/v1/images/pull", (*Server).pullImage},
 	{"POST", "/v1/images/import", (*Server).importImage},

@@ -49,6 +49,8 @@ type Server struct {
 	// tokenRates is each API token's request rate (RemoteHandler).
 	tokenRates tokenRates
 	audit      Auditor // nil: no audit log
+	// requests is told about every request answered; nil: nobody.
+	requests RequestObserver
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
@@ -58,15 +60,17 @@ func New(d Deps, info api.ServerInfo) *Server {
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
+		requests: d.Requests,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
-	s.mux = newMux(s, routes)
+	s.mux = newMux(s, hostAPI, routes)
 	return s
 }
 
-// newMux serves rts: each path dispatches on the method, and every miss
-// (unknown path, wrong method) is answered in the one error shape.
-func newMux(s *Server, rts []route) *http.ServeMux {
+// newMux serves rts, the routes of apiName: each path dispatches on the
+// method, and every miss (unknown path, wrong method) is answered in the
+// one error shape. Each answer is told to the server's observer.
+func newMux(s *Server, apiName string, rts []route) *http.ServeMux {
 	mux := http.NewServeMux()
 	byPath := map[string]map[string]route{}
 	var paths []string
@@ -82,6 +86,12 @@ func newMux(s *Server, rts []route) *http.ServeMux {
 		methods := byPath[p]
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			rt, ok := methods[r.Method]
+			label := unmatchedRoute
+			if ok {
+				label = rt.method + " " + rt.path
+			}
+			w, done := s.observe(w, apiName, label)
+			defer done()
 			if !ok {
 				var allowed []string
 				for m := range methods {
@@ -98,6 +108,8 @@ func newMux(s *Server, rts []route) *http.ServeMux {
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w, done := s.observe(w, apiName, unmatchedRoute)
+		defer done()
 		writeError(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return mux
@@ -172,6 +184,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	if o, ok := w.(interface{ setCode(string) }); ok {
+		o.setCode(code) // for the observer (observe.go)
+	}
 	writeJSON(w, status, api.ErrorBody{Error: api.ErrorInfo{Code: code, Message: msg}})
 }
 

@@ -1,0 +1,32 @@
+package daemon
+
+import (
+	"net/http"
+
+	"github.com/cairn-sandbox/cairn/internal/catalog"
+	"github.com/cairn-sandbox/cairn/internal/metrics"
+	"github.com/cairn-sandbox/cairn/internal/offsite"
+	"github.com/cairn-sandbox/cairn/internal/sandbox"
+	"github.com/cairn-sandbox/cairn/internal/server"
+)
+
+// Who observes for the metrics, and what they read at a scrape.
+var (
+	_ sandbox.Observer       = (*metrics.Metrics)(nil)
+	_ offsite.Observer       = (*metrics.Metrics)(nil)
+	_ server.RequestObserver = (*metrics.Metrics)(nil)
+	_ metrics.States         = (*catalog.Catalog)(nil)
+	_ metrics.Lags           = (*offsite.Service)(nil)
+)
+
+// MetricsPath is where the unix socket serves cairnd's metrics.
+const MetricsPath = "/metrics"
+
+// socketHandler is what the unix socket (the administrator's channel)
+// serves: the API, and GET /metrics in the Prometheus text format.
+func socketHandler(api, metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+MetricsPath, metrics)
+	mux.Handle("/", api)
+	return mux
+}
