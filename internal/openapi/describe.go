@@ -23,10 +23,13 @@ type op struct {
 	// admin: only admin tokens may use it; otherwise a GET is read's and
 	// the rest member's (as internal/server's needs).
 	admin bool
-	query []param
-	body  *body
-	resp  []resp
-	codes []string // the error codes it answers, beyond the common ones
+	// member: a GET that needs member all the same (it reads a secret
+	// that opens more than records).
+	member bool
+	query  []param
+	body   *body
+	resp   []resp
+	codes  []string // the error codes it answers, beyond the common ones
 }
 
 // param is a query parameter.
@@ -153,6 +156,8 @@ func (o op) role() string {
 	switch {
 	case o.admin:
 		return "admin"
+	case o.member:
+		return "member"
 	case o.method == http.MethodGet || o.method == http.MethodHead:
 		return "read"
 	}

@@ -180,7 +180,7 @@ var operations = []op{
 
 	{method: "GET", path: "/v1/account", id: "getAccount", tag: "account", summary: "The caller's account",
 		resp: []resp{ok[api.AccountInfo]("Disk used and limit, counts, off-site states, the pool.")}},
-	{method: "GET", path: "/v1/account/port-token", id: "getPortToken", tag: "account", summary: "The account's port token",
+	{method: "GET", path: "/v1/account/port-token", id: "getPortToken", tag: "account", summary: "The account's port token", member: true,
 		desc: "The secret that opens the account's private ports (made on first need; docs/ports.md#credentials).",
 		resp: []resp{ok[api.PortToken]("The token.")}},
 	{method: "POST", path: "/v1/account/port-token/rotate", id: "rotatePortToken", tag: "account", summary: "Replace the account's port token",
