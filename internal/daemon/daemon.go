@@ -335,7 +335,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var remoteSrv *http.Server
 	if remote != nil {
-		remoteSrv = remote.serve(srv.RemoteHandler(accessSvc))
+		remoteSrv = remote.serve(remoteHandler(srv, accessSvc, obs.Handler()))
 		slog.Info("API listener ready", "address", info.Listen, "tls_fingerprint", remote.fingerprint, "self_signed", remote.selfSigned)
 	}
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)

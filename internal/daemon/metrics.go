@@ -1,7 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"net/http"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/auth"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/metrics"
@@ -29,4 +34,24 @@ func socketHandler(api, metrics http.Handler) http.Handler {
 	mux.Handle("GET "+MetricsPath, metrics)
 	mux.Handle("/", api)
 	return mux
+}
+
+// remoteHandler serves the API to tokens on the TCP listener, and
+// MetricsPath to admin tokens alone.
+func remoteHandler(srv *server.Server, authn server.Authenticator, metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+MetricsPath, srv.RemoteHandler(adminGate{authn}, metrics))
+	mux.Handle("/", srv.RemoteHandler(authn, nil))
+	return mux
+}
+
+// adminGate lets only admin tokens through.
+type adminGate struct{ server.Authenticator }
+
+func (g adminGate) Authenticate(ctx context.Context, token, remote string) (auth.Credential, error) {
+	c, err := g.Authenticator.Authenticate(ctx, token, remote)
+	if err == nil && c.Role != auth.RoleAdmin {
+		return auth.Credential{}, errdefs.New(api.CodeForbidden, "%s needs an admin token", MetricsPath)
+	}
+	return c, err
 }

@@ -65,9 +65,13 @@ func needs(rt route) auth.Role {
 	return auth.RoleMember
 }
 
-// RemoteHandler serves the API to requests that carry an API token
-// (Authorization: Bearer TOKEN): cairnd's TCP listener.
-func (s *Server) RemoteHandler(authn Authenticator) http.Handler {
+// RemoteHandler serves the API (or h, if not nil) to requests that
+// carry an API token (Authorization: Bearer TOKEN): cairnd's TCP
+// listener.
+func (s *Server) RemoteHandler(authn Authenticator, h http.Handler) http.Handler {
+	if h == nil {
+		h = s.mux
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" {
@@ -89,7 +93,7 @@ func (s *Server) RemoteHandler(authn Authenticator) http.Handler {
 				"too many requests with this token: at most "+itoa(tokenRequestRate)+" a second; wait for Retry-After")
 			return
 		}
-		s.mux.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), cred)))
+		h.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), cred)))
 	})
 }
 

@@ -44,7 +44,7 @@ var hostWide = map[string]bool{
 func TestRemoteRoutesActForTheTokensAccount(t *testing.T) {
 	f := newFake(t)
 	s := f.server()
-	h := s.RemoteHandler(fakeAuth{})
+	h := s.RemoteHandler(fakeAuth{}, nil)
 	for _, c := range routeCases {
 		route := c.method + " " + c.pattern
 		path := c.path
@@ -77,7 +77,7 @@ func TestRemoteRoutesActForTheTokensAccount(t *testing.T) {
 // challenge; read cannot change anything, member cannot manage the host.
 func TestRemoteRolesAndCredentials(t *testing.T) {
 	f := newFake(t)
-	h := f.server().RemoteHandler(fakeAuth{})
+	h := f.server().RemoteHandler(fakeAuth{}, nil)
 	for _, tc := range []struct {
 		hdr    []string
 		status int
@@ -130,7 +130,7 @@ func TestRemoteRateLimitPerToken(t *testing.T) {
 	s := f.server()
 	now := time.Unix(1e9, 0)
 	s.tokenRates.now = func() time.Time { return now }
-	h := s.RemoteHandler(fakeAuth{})
+	h := s.RemoteHandler(fakeAuth{}, nil)
 	limited := 0
 	for range tokenRequestBurst + 10 {
 		rec := serve(t, h, "GET", "/v1/whoami", "", "Authorization", "Bearer tok-read")
@@ -169,7 +169,7 @@ func TestEveryChangeIsAudited(t *testing.T) {
 		}
 	}
 	f := newFake(t)
-	h := f.server().RemoteHandler(fakeAuth{})
+	h := f.server().RemoteHandler(fakeAuth{}, nil)
 	serve(t, h, "DELETE", "/v1/sandboxes/web/checkpoints/v3", "", "Authorization", "Bearer tok-member")
 	serve(t, h, "POST", "/v1/sandboxes/web/start", "", "Authorization", "Bearer tok-member")
 	serve(t, h, "POST", "/v1/sandboxes/web/stop", "{}", "Authorization", "Bearer tok-read")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
 // remote is the CLI of one user on another machine: it reaches cairnd
@@ -164,6 +165,16 @@ func TestRemoteAccountsAreIsolated(t *testing.T) {
 		t.Errorf("alice's sandbox after bob's tries: %q", got)
 	}
 
+	// /metrics over HTTPS: admin tokens only.
+	if _, err := aliceAPI.Metrics(context.Background()); client.CodeOf(err) != api.CodeForbidden {
+		t.Errorf("a member's /metrics: %v, want %s", err, api.CodeForbidden)
+	}
+	opsTok := d.token(metadata.DefaultAccount, "ops", "admin")
+	opsAPI, _ := client.NewRemote(client.Remote{URL: info.Listen, Token: opsTok.Token, Fingerprint: info.TLSFingerprint})
+	if m, err := opsAPI.Metrics(context.Background()); err != nil || !strings.Contains(string(m), "cairn_checkpoints_total") {
+		t.Errorf("an admin's /metrics: %v %.200q", err, m)
+	}
+
 	// Read: lists, never changes; admin routes are admin's.
 	reader.must("list")
 	if code, _ := reader.errorCode("create", "x", "--image", "busybox"); code != api.CodeForbidden {
@@ -186,7 +197,7 @@ func TestRemoteAccountsAreIsolated(t *testing.T) {
 		{"snapshot.create", "web", "laptop", "accepted"},
 		{"sandbox.delete", "web", "ci", api.CodeNoSandbox},
 		{"snapshot.delete", "golden", "ci", api.CodeNoCheckpoint},
-		{"sandbox.create", "x", "dash", api.CodeForbidden},
+		{"sandbox.create", "", "dash", api.CodeForbidden}, // refused before its body is read
 		{"token.create", "", "laptop", api.CodeForbidden},
 	}
 	for _, w := range want {
