@@ -26,9 +26,10 @@ import (
 // it sends SIGKILL to the process with the largest resident set (never
 // itself), logs it and tells cairnd (the events op). It looks every
 // oomSlowPoll, every oomFastPoll once more than three quarters of the
-// limit are in use, and kills at most one process per oomCooldown (the
-// sentry takes a moment to account the victim's memory as free), and no
-// other while its last victim has not exited (oomVictimWait at most).
+// limit are in use, and kills no other process until the memory in use
+// has fallen below the limit since its last kill, or oomVictimWait has
+// passed (the victim may be dying inside a long system call, and the
+// sentry takes a moment to account its memory as free).
 //
 // The limit is the smaller of MemTotal and Config.MemoryLimit (cairnd
 // passes the sandbox's limit in CAIRN_MEMORY_LIMIT).
@@ -80,12 +81,15 @@ func (k *oomKiller) run(ctx context.Context) {
 			wait = oomFastPoll
 		}
 		if used < limit {
+			victim = 0 // the last kill freed what was needed
 			continue
 		}
-		if victim > 0 && time.Since(killedAt) < oomVictimWait && !exited(victim) {
+		if victim > 0 && time.Since(killedAt) < oomVictimWait {
 			// As Linux: no second victim while the first is still
 			// dying (one killed inside a long system call exits only
-			// when the call ends, and frees its memory then).
+			// when the call ends), nor while the memory it freed is not
+			// yet accounted as free (the sentry frees lazily: under load
+			// it took over 500 ms, and an innocent exec was killed).
 			continue
 		}
 		if kill, ok := k.killLargest(used, limit); ok {
@@ -96,20 +100,10 @@ func (k *oomKiller) run(ctx context.Context) {
 	}
 }
 
-// oomVictimWait is how long the OOM killer waits at most for its last
-// victim to exit before it may choose another.
+// oomVictimWait is how long the OOM killer waits at most, after a kill,
+// for the memory in use to fall below the limit before it may choose
+// another victim.
 const oomVictimWait = 3 * time.Second
-
-// exited reports whether process pid has exited: gone, or a zombie.
-func exited(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	// pid (comm) STATE …: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
-}
 
 // usage returns the limit and the guest's memory in use, in bytes.
 func (k *oomKiller) usage() (limit, used int64, err error) {
