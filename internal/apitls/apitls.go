@@ -12,10 +12,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -24,13 +22,13 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cairn-sandbox/cairn/client"
 )
 
-// Fingerprint is how clients pin a certificate (its DER form).
-func Fingerprint(der []byte) string {
-	sum := sha256.Sum256(der)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+// Fingerprint is how clients pin a certificate (its DER form): the
+// client's own definition.
+var Fingerprint = client.Fingerprint
 
 // FileFingerprint is the fingerprint of the first certificate in the PEM
 // file path.

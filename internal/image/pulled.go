@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 // Pulled images. Besides the built-in images, the catalog holds images
@@ -336,9 +336,7 @@ func poolError(err error, name string) error {
 	return fmt.Errorf("image %s: %w", name, err)
 }
 
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || strings.Contains(err.Error(), "no space left") || strings.Contains(err.Error(), "quota exceeded")
-}
+func isNoSpace(err error) bool { return volume.IsFull(err) }
 
 func shortDigest(d string) string {
 	if _, hex, ok := strings.Cut(d, ":"); ok && len(hex) > 12 {

@@ -3,8 +3,10 @@ package volume
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -156,4 +158,15 @@ func (p *Pool) statfs() (size, free int64, err error) {
 		return 0, 0, fmt.Errorf("statfs pool: %w", err)
 	}
 	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+}
+
+// IsFull reports whether err is a write refused for want of space: the
+// pool full (ENOSPC) or a quota group's limit reached (EDQUOT), however
+// the error was wrapped or rendered.
+func IsFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || strings.Contains(s, "no space left") || strings.Contains(s, "quota exceeded")
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
 	"github.com/cairn-sandbox/cairn/internal/image/dockerfile"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 // run is one build under way.
@@ -291,10 +291,7 @@ func poolError(err error) error {
 	return err
 }
 
-func isNoSpace(err error) bool {
-	s := err.Error()
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || strings.Contains(s, "no space left") || strings.Contains(s, "quota exceeded")
-}
+func isNoSpace(err error) bool { return volume.IsFull(err) }
 
 // mkdirInRoot makes dir (absolute) and its parents inside root, as a
 // container would see them: symbolic links already in the tree are
