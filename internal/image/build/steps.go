@@ -151,6 +151,9 @@ func (r *run) ensureWork(ctx context.Context) error {
 		}
 	} else if from.cacheKey == "" {
 		if err := r.b.pool.Snapshot(ctx, from.path, r.work, false); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return errdefs.New(api.CodeNoImage, "the base image was deleted during the build: build again")
+			}
 			return poolError(err)
 		}
 	} else {
