@@ -164,8 +164,11 @@ func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir s
 	}
 	defer root.Close()
 	if _, err := unpack.Apply(ctx, root, body, unpack.Options{MaxBytes: maxContext}); err != nil {
-		if errdefs.CodeOf(err) != "" {
+		switch {
+		case errdefs.HasCode(err):
 			return "", nil, err
+		case volume.IsFull(err):
+			return "", nil, errdefs.Wrap(api.CodePoolFull, err, "the build context: the pool is full")
 		}
 		return "", nil, errdefs.Wrap(api.CodeInvalidArgument, err, "the build context")
 	}

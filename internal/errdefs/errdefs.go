@@ -40,6 +40,13 @@ func Wrap(code string, err error, format string, args ...any) error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
 }
 
+// HasCode reports whether err's chain holds an *Error (CodeOf answers
+// X01 for one that does not).
+func HasCode(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
+}
+
 // CodeOf returns the code of the first *Error in err's chain, or
 // api.CodeInternal when there is none.
 func CodeOf(err error) string {

@@ -21,7 +21,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -157,8 +156,7 @@ func (b *Builder) Build(ctx context.Context, req Request, report Reporter) (api.
 // dockerfileError gives a parse or plan error its code, I09, unless it
 // has one (the base image's).
 func dockerfileError(err error) error {
-	var coded *errdefs.Error
-	if errors.As(err, &coded) {
+	if errdefs.HasCode(err) {
 		return err
 	}
 	return errdefs.Wrap(api.CodeDockerfile, err, "")

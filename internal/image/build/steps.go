@@ -225,16 +225,23 @@ func (r *run) runCommand(ctx context.Context, root *os.File, st dockerfile.Step,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		code := errdefs.CodeOf(err)
-		if code == "" {
-			code = api.CodeImageBuildFailed
-		}
-		return errdefs.Wrap(code, err, "Dockerfile:%d: %s", st.Line, st.Text)
+		return runError(st, err)
 	}
 	if exit != 0 {
 		return errdefs.New(api.CodeBuildStepFailed, "Dockerfile:%d: %s: the command exited with status %d", st.Line, st.Text, exit)
 	}
 	return nil
+}
+
+// runError is the error of a RUN step whose sandbox could not run it:
+// the sandbox's code if it has one (N01: no network), else I02, with the
+// step's place.
+func runError(st dockerfile.Step, err error) error {
+	code := api.CodeImageBuildFailed
+	if errdefs.HasCode(err) {
+		code = errdefs.CodeOf(err)
+	}
+	return errdefs.Wrap(code, err, "Dockerfile:%d: %s", st.Line, st.Text)
 }
 
 // defaultPath is the PATH a command gets when the image sets none, as
@@ -277,8 +284,7 @@ func stepError(st dockerfile.Step, err error) error {
 	if err == nil {
 		return nil
 	}
-	var coded *errdefs.Error
-	if errors.As(err, &coded) {
+	if errdefs.HasCode(err) {
 		return err
 	}
 	if isNoSpace(err) {

@@ -1,11 +1,16 @@
 package build
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/image/dockerfile"
 )
 
 // A WORKDIR through a symbolic link the image holds is made where the
@@ -89,5 +94,23 @@ func TestKeyParts(t *testing.T) {
 	}
 	if x := "x"; key(x) != key("x") || len(key(x)) != 64 {
 		t.Fatal("keys are unstable or not hex SHA-256")
+	}
+}
+
+// A RUN whose sandbox failed keeps the sandbox's code (no network: N01),
+// else is I02; both name the step's line.
+func TestRunErrorCodes(t *testing.T) {
+	st := dockerfile.Step{Line: 7, Text: "RUN make"}
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{errors.New("runsc run: exit status 128"), api.CodeImageBuildFailed},
+		{errdefs.New(api.CodeNetworkUnavailable, "networking is off"), api.CodeNetworkUnavailable},
+	} {
+		err := runError(st, tc.err)
+		if errdefs.CodeOf(err) != tc.code || !strings.Contains(err.Error(), "Dockerfile:7: RUN make") {
+			t.Errorf("runError(%v) = %v (%s), want %s naming the line", tc.err, err, errdefs.CodeOf(err), tc.code)
+		}
 	}
 }
