@@ -26,14 +26,23 @@ type reported struct {
 
 func loopCatalog(t *testing.T) (*Catalog, *volume.Pool) {
 	t.Helper()
-	testenv.Require(t, "mkfs.btrfs", "btrfs", "busybox")
+	testenv.Require(t, "busybox")
+	pool, dir := loopPool(t, 1<<30)
+	return New(pool, filepath.Join(dir, "cache"), nil), pool
+}
+
+// loopPool is a pool of size bytes on a loop file in a new directory
+// (returned too), unmounted when t ends.
+func loopPool(t *testing.T, size int64) (*volume.Pool, string) {
+	t.Helper()
+	testenv.Require(t, "mkfs.btrfs", "btrfs")
 	dir := t.TempDir()
-	pool, err := volume.OpenLoop(context.Background(), dir, 1<<30)
+	pool, err := volume.OpenLoop(context.Background(), dir, size)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exec.Command("umount", filepath.Join(dir, "pool")).Run() })
-	return New(pool, filepath.Join(dir, "cache"), nil), pool
+	return pool, dir
 }
 
 // A build reports each step in phase image, the applets it linked counted;

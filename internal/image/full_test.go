@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,9 +14,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
-	"github.com/cairn-sandbox/cairn/internal/testenv"
 	"github.com/cairn-sandbox/cairn/internal/testenv/testregistry"
-	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
 // An image larger than the pool fails with L07 and leaves nothing
@@ -25,14 +22,8 @@ import (
 // before the pool filled stay in the cache, whole: evictable, and a
 // later pull need not fetch them again.)
 func TestPullIntoAFullPool(t *testing.T) {
-	testenv.Require(t, "mkfs.btrfs", "btrfs")
 	ctx := context.Background()
-	dir := t.TempDir()
-	pool, err := volume.OpenLoop(ctx, dir, 256<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { exec.Command("umount", filepath.Join(dir, "pool")).Run() })
+	pool, dir := loopPool(t, 256<<20)
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "cairn.db"), time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -87,11 +87,8 @@ func (c *Catalog) Pull(ctx context.Context, req PullRequest, report Reporter) (a
 
 // install makes img, from source, the image called name (see Pull).
 func (c *Catalog) install(ctx context.Context, img v1.Image, name, source string, report Reporter) (api.Image, error) {
-	if !namePattern.MatchString(name) {
-		return api.Image{}, errdefs.New(api.CodeInvalidArgument, "invalid image name %q: lower-case letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit", name)
-	}
-	if _, builtin := c.builders[name]; builtin {
-		return api.Image{}, errdefs.New(api.CodeImageExists, "%s is a built-in image's name: choose another --name", name)
+	if err := c.checkNewName(name); err != nil {
+		return api.Image{}, err
 	}
 	digest, err := img.Digest()
 	if err != nil {
