@@ -69,6 +69,7 @@ func (r *run) do(ctx context.Context, base Base) (api.Image, error) {
 		before := config
 		config = st.Config
 		var extra string
+		var sources []buildctx.Source // a COPY's, resolved once for its key and its copy
 		switch {
 		case st.Kind == dockerfile.FromStep:
 			r.line("%s", title)
@@ -78,7 +79,8 @@ func (r *run) do(ctx context.Context, base Base) (api.Image, error) {
 			r.line("%s", title)
 			continue
 		case st.Kind == dockerfile.CopyStep:
-			sources, err := buildctx.Sources(r.context, st.Sources)
+			var err error
+			sources, err = buildctx.Sources(r.context, st.Sources)
 			if err != nil {
 				return api.Image{}, stepError(st, err)
 			}
@@ -102,7 +104,7 @@ func (r *run) do(ctx context.Context, base Base) (api.Image, error) {
 		if err := r.ensureWork(ctx); err != nil {
 			return api.Image{}, err
 		}
-		if err := r.runStep(ctx, st, before); err != nil {
+		if err := r.runStep(ctx, st, before, sources); err != nil {
 			return api.Image{}, err
 		}
 		ran++
@@ -169,8 +171,9 @@ func (r *run) ensureWork(ctx context.Context) error {
 	return nil
 }
 
-// runStep does st to work, under the config before it.
-func (r *run) runStep(ctx context.Context, st dockerfile.Step, cfg metadata.ImageConfig) error {
+// runStep does st to work, under the config before it; a COPY copies
+// sources (resolved for its key).
+func (r *run) runStep(ctx context.Context, st dockerfile.Step, cfg metadata.ImageConfig, sources []buildctx.Source) error {
 	root, err := os.Open(r.work)
 	if err != nil {
 		return err
@@ -184,10 +187,6 @@ func (r *run) runStep(ctx context.Context, st dockerfile.Step, cfg metadata.Imag
 		}
 		return stepError(st, mkdirInRoot(root, st.MakeDir, u.UID, u.GID))
 	case dockerfile.CopyStep:
-		sources, err := buildctx.Sources(r.context, st.Sources)
-		if err != nil {
-			return stepError(st, err)
-		}
 		opts := buildctx.CopyOptions{ExtractArchives: st.Add, WorkDir: workdirOf(cfg)}
 		if st.Chown != "" {
 			u, err := buildctx.LookupUser(root, st.Chown)
