@@ -23,21 +23,21 @@ func (c *Catalog) Account(ctx context.Context, account string) (api.AccountInfo,
 	if err != nil {
 		return api.AccountInfo{}, err
 	}
-	used, err := c.cfg.Pool.ContentUsage(ctx)
+	used, err := c.cfg.Disks.AccountUsage(ctx, acct.ID)
 	if err != nil {
 		return api.AccountInfo{}, err
 	}
-	info := api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: c.cfg.Disks.DiskLimit(), Sandboxes: len(sbs), Checkpoints: len(cks)}
+	info := api.AccountInfo{Name: acct.Name, DiskUsed: used, DiskLimit: c.cfg.Disks.LimitOf(acct), Sandboxes: len(sbs), Checkpoints: len(cks)}
 	pool, err := c.cfg.Disks.PoolSpace(ctx)
 	if err != nil {
 		return api.AccountInfo{}, err
 	}
 	info.Pool = &pool
-	if c.cfg.Offsite != nil && c.cfg.Offsite.Enabled() {
-		info.OffsiteLocations = c.cfg.Offsite.Locations()
+	if svc := c.offsiteOf(acct.ID); svc != nil {
+		info.OffsiteLocations = svc.Locations()
 		info.Offsite = map[string]int{}
 		for _, ck := range cks {
-			state, _ := c.cfg.Offsite.Status(ck)
+			state, _ := svc.Status(ck)
 			info.Offsite[state]++
 		}
 	}
@@ -56,13 +56,14 @@ func (c *Catalog) Verify(ctx context.Context, account string, req api.VerifyRequ
 	if req.Location != "" && !req.Offsite {
 		return nil, errdefs.New(api.CodeInvalidArgument, "--location needs --offsite")
 	}
-	if req.Offsite && (c.cfg.Offsite == nil || !c.cfg.Offsite.Enabled()) {
+	svc := c.offsiteOf(acct.ID)
+	if req.Offsite && svc == nil {
 		return nil, errdefs.New(api.CodeOffsiteUnavailable, "off-site copies are disabled in cairnd's config")
 	}
 	return c.cfg.Ops.Start("verify", "account/"+acct.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		rep := &api.VerifyReport{}
 		if req.Offsite {
-			locs, err := c.cfg.Offsite.VerifyWithProgress(ctx, req.Location, req.NoRepair, op.Record)
+			locs, err := svc.VerifyWithProgress(ctx, req.Location, req.NoRepair, op.Record)
 			if err != nil {
 				return nil, err
 			}

@@ -52,7 +52,7 @@ type Config struct {
 	Live   Live
 	// Offsite is the account's off-site service; nil: off-site copies
 	// are off.
-	Offsite *offsite.Service
+	Offsite *offsite.Set
 }
 
 // Catalog answers for the account's sandboxes and checkpoints.
@@ -97,11 +97,24 @@ func (c *Catalog) publish(ctx context.Context, sb metadata.Sandbox) {
 	}
 }
 
-// offsiteChanged tells the upload queue that checkpoints were deleted.
+// offsiteChanged tells the upload queues that checkpoints were deleted.
 func (c *Catalog) offsiteChanged() {
 	if c.cfg.Offsite != nil {
 		c.cfg.Offsite.Wake()
 	}
+}
+
+// offsiteOf is the off-site side of the account with that id; nil when
+// off-site copies are off for it (or there is no such account).
+func (c *Catalog) offsiteOf(accountID int64) *offsite.Service {
+	if c.cfg.Offsite == nil {
+		return nil
+	}
+	svc := c.cfg.Offsite.For(accountID)
+	if svc == nil || !svc.Enabled() {
+		return nil
+	}
+	return svc
 }
 
 // FindCheckpoint returns sandbox sb's checkpoint with the per-sandbox id

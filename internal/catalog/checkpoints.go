@@ -375,10 +375,11 @@ func (c *Catalog) DeleteSnapshot(ctx context.Context, account, ref string) (api.
 
 // offsiteStatus is checkpoint ck's off-site state for its API view.
 func (c *Catalog) offsiteStatus(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
-	if c.cfg.Offsite == nil {
+	svc := c.offsiteOf(ck.AccountID)
+	if svc == nil {
 		return api.OffsiteOff, nil
 	}
-	return c.cfg.Offsite.Status(ck)
+	return svc.Status(ck)
 }
 
 // localGone gives an error about a checkpoint without its local copy the

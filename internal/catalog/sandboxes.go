@@ -153,7 +153,8 @@ func (c *Catalog) Whoami(ctx context.Context, id string) (account, name string, 
 // locations hold was taken (nil: none yet), and whether off-site copies
 // are off.
 func (c *Catalog) lastOffsite(ctx context.Context, sb metadata.Sandbox) (*time.Time, bool) {
-	if c.cfg.Offsite == nil || !c.cfg.Offsite.Enabled() {
+	svc := c.offsiteOf(sb.AccountID)
+	if svc == nil {
 		return nil, true
 	}
 	cks, err := c.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
@@ -161,7 +162,7 @@ func (c *Catalog) lastOffsite(ctx context.Context, sb metadata.Sandbox) (*time.T
 		return nil, false
 	}
 	for i := len(cks) - 1; i >= 0; i-- {
-		if c.cfg.Offsite.Complete(cks[i]) {
+		if svc.Complete(cks[i]) {
 			return &cks[i].CreatedAt, false
 		}
 	}

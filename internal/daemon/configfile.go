@@ -11,7 +11,8 @@ import (
 )
 
 // File is cairnd's config file (--config), JSON. Today it holds the
-// accounts' off-site settings; cairnd serves one account, "default".
+// accounts' off-site settings, by account name (an account named here
+// need not exist yet: its settings hold from its creation on).
 // docs/offsite.md shows an example.
 type File struct {
 	Accounts map[string]AccountFile `json:"accounts"`
@@ -23,7 +24,7 @@ type AccountFile struct {
 }
 
 // LoadFile reads the config file at path into cfg. Unknown fields and
-// accounts other than the one cairnd serves are errors, so a typo does not
+// names that are no account's name are errors, so a typo does not
 // silently fall back to a default.
 func LoadFile(path string, cfg *Config) error {
 	b, err := os.ReadFile(path)
@@ -36,11 +37,12 @@ func LoadFile(path string, cfg *Config) error {
 	if err := dec.Decode(&f); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	cfg.Offsite = map[string]offsite.Config{}
 	for name, a := range f.Accounts {
-		if name != metadata.DefaultAccount {
-			return fmt.Errorf("config %s: account %q: this cairnd serves one account, %q", path, name, metadata.DefaultAccount)
+		if err := metadata.ValidateAccountName(name); err != nil {
+			return fmt.Errorf("config %s: account %q: %w", path, name, err)
 		}
-		cfg.Offsite = a.Offsite
+		cfg.Offsite[name] = a.Offsite
 	}
 	return nil
 }

@@ -83,9 +83,10 @@ type Config struct {
 	// PoolReserve is the part of the pool kept from sandboxes' data for
 	// the metadata of checkpoints and deletes; default volume.Reserve's.
 	PoolReserve int64
-	// Offsite is the default account's off-site configuration; the zero
-	// value is two directories under DataDir (see offsite.Config).
-	Offsite offsite.Config
+	// Offsite is the accounts' off-site configurations by account name
+	// (the config file's); an account without one has two directories
+	// and a key file of its own under DataDir (see offsite.ForAccount).
+	Offsite map[string]offsite.Config
 	// Network is how sandboxes reach the outside (its Dir is set to
 	// DataDir/net); NetworkOff runs every sandbox with loopback only.
 	Network    network.Config
@@ -187,12 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// OOM kill, checkpoint) goes to its event stream too.
 	hub := activity.NewHub(time.Now)
 	store := activity.Recording(db, hub)
-	acct, err := store.EnsureAccount(ctx, metadata.DefaultAccount)
-	if err != nil {
-		return err
-	}
-	offsiteCfg, err := cfg.Offsite.WithDefaults(cfg.DataDir)
-	if err != nil {
+	if _, err := store.EnsureAccount(ctx, metadata.DefaultAccount); err != nil {
 		return err
 	}
 	opsCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
@@ -212,7 +208,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := dsk.Sweep(ctx, lease.OwnerPrefix(hostID)); err != nil {
 		return fmt.Errorf("recover checkpoint disks: %w", err)
 	}
-	offsiteSvc := offsite.New(offsiteCfg, store, acct, offsite.FromDisks(dsk), time.Now)
+	offsites, err := offsite.NewSet(offsite.SetConfig{Store: store, Disk: offsite.FromDisks(dsk), Now: time.Now, DataDir: cfg.DataDir, Accounts: cfg.Offsite})
+	if err != nil {
+		return err
+	}
 
 	ops := operation.NewRegistry(opsCtx, time.Now)
 	images := image.New(pool, cfg.CacheDir, store)
@@ -220,11 +219,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// which itself needs the manager: bind it late.
 	var srv *server.Server
 	instances := sandbox.NewInstances()
-	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsiteSvc})
+	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites})
 	// Metrics: observed by the manager, the upload queue and the API
 	// server; sandboxes by state and the off-site lag read at each scrape.
-	obs := metrics.New(Version, metrics.Sources{States: cat, Lags: []metrics.Lags{offsiteSvc}})
-	offsiteSvc.SetObserver(obs)
+	obs := metrics.New(Version, metrics.Sources{States: cat, Lags: offsiteLags(offsites)})
+	offsites.SetObserver(obs)
 	var nets sandbox.Networks
 	var netMgr *network.Manager
 	if !cfg.NetworkOff {
@@ -252,7 +251,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Disks:       dsk,
 		Leases:      leases,
 		BrowseDir:   browseDir,
-		Offsite:     offsiteSvc,
+		Offsite:     offsites,
 		HostID:      hostID,
 		Observer:    obs,
 	})
@@ -306,7 +305,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
 		PoolWatch: dsk.NewPoolWatch(), Now: time.Now}).Run(opsCtx)
-	go offsiteSvc.Run(opsCtx)
+	go offsites.Run(opsCtx)
 	go accessSvc.PruneAudit(opsCtx)
 
 	ln, err := listen(cfg.Socket)

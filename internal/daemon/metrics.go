@@ -24,6 +24,17 @@ var (
 	_ metrics.Lags           = (*offsite.Service)(nil)
 )
 
+// offsiteLags reads the off-site lag of every account's service.
+func offsiteLags(set *offsite.Set) func() []metrics.Lags {
+	return func() []metrics.Lags {
+		var out []metrics.Lags
+		for _, svc := range set.Services() {
+			out = append(out, svc)
+		}
+		return out
+	}
+}
+
 // MetricsPath is where the unix socket serves cairnd's metrics.
 const MetricsPath = "/metrics"
 

@@ -37,9 +37,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/checkpoint"
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/volume"
@@ -77,8 +75,9 @@ type Config struct {
 	Runtime Runtime
 	View    View // nil: no browse view
 	Now     func() time.Time
-	// DiskLimit is the account's limit in bytes on what its sandboxes and
-	// checkpoints take in the pool; 0 is unlimited.
+	// DiskLimit is the host's default limit in bytes on what an account's
+	// sandboxes and checkpoints take in the pool, for accounts without a
+	// limit of their own; 0 is unlimited.
 	DiskLimit int64
 }
 
@@ -122,26 +121,6 @@ func (d *Disks) abs(rel string) (string, error) {
 	}
 	return filepath.Join(d.cfg.Pool.Root(), clean), nil
 }
-
-// CheckLimit fails with L04 when the account's content has reached the
-// disk limit. Nothing stored is touched.
-func (d *Disks) CheckLimit(ctx context.Context) error {
-	if d.cfg.DiskLimit <= 0 {
-		return nil
-	}
-	used, err := d.cfg.Pool.ContentUsage(ctx)
-	if err != nil {
-		return err
-	}
-	if used >= d.cfg.DiskLimit {
-		return errdefs.New(api.CodeDiskLimit, "the account's disk limit is reached (%d of %d bytes used by sandboxes and checkpoints); delete checkpoints or sandboxes to make room",
-			used, d.cfg.DiskLimit)
-	}
-	return nil
-}
-
-// DiskLimit is the account's disk limit in bytes; 0 is unlimited.
-func (d *Disks) DiskLimit() int64 { return d.cfg.DiskLimit }
 
 func newID() string {
 	var b [8]byte

@@ -49,7 +49,7 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 	if r.Memory && !r.Running {
 		return metadata.Checkpoint{}, checkpoint.Result{}, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: a memory checkpoint needs running processes", sb.Name)
 	}
-	if err := d.CheckLimit(ctx); err != nil {
+	if err := d.CheckLimit(ctx, sb.AccountID); err != nil {
 		return metadata.Checkpoint{}, checkpoint.Result{}, err
 	}
 	id := newID()

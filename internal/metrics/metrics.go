@@ -41,7 +41,7 @@ type Lags interface {
 // Sources are what the scrape-time metrics read; a nil one is left out.
 type Sources struct {
 	States States
-	Lags   []Lags
+	Lags   func() []Lags // every account's, read at each scrape
 }
 
 // scrapeTimeout bounds what one scrape reads from the store.
@@ -250,7 +250,11 @@ func (c *scraped) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), state)
 		}
 	}
-	for _, l := range c.src.Lags {
+	var lags []Lags
+	if c.src.Lags != nil {
+		lags = c.src.Lags()
+	}
+	for _, l := range lags {
 		account, lag, ok, err := l.OffsiteLag(ctx)
 		if err != nil {
 			slog.Warn("metrics: off-site lag", "err", err)

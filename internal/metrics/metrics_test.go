@@ -75,7 +75,7 @@ next:
 }
 
 func TestMetricsExposition(t *testing.T) {
-	m := New("v-test", Sources{States: states{"running": 2, "stopped": 0, "restoring": 1}, Lags: []Lags{lag{d: 90 * time.Second, ok: true}}})
+	m := New("v-test", Sources{States: states{"running": 2, "stopped": 0, "restoring": 1}, Lags: func() []Lags { return []Lags{lag{d: 90 * time.Second, ok: true}} }})
 	m.CheckpointTaken("manual", false, true, 40*time.Millisecond, 3*time.Millisecond)
 	m.CheckpointTaken("manual", true, true, 900*time.Millisecond, 500*time.Millisecond)
 	m.CheckpointTaken("stop", false, false, 10*time.Millisecond, 0) // stopped: no pause
@@ -124,7 +124,7 @@ func TestMetricsExposition(t *testing.T) {
 // A source that fails leaves its metric out of the scrape, not the rest;
 // off-site copies that are off have no lag.
 func TestMetricsScrapeSurvivesASource(t *testing.T) {
-	m := New("v", Sources{Lags: []Lags{lag{err: errors.New("store gone")}, lag{ok: false}}})
+	m := New("v", Sources{Lags: func() []Lags { return []Lags{lag{err: errors.New("store gone")}, lag{ok: false}} }})
 	m.CheckpointTaken("manual", false, true, time.Millisecond, time.Millisecond)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -385,6 +385,32 @@ func TestConfigChecks(t *testing.T) {
 	}
 }
 
+// Each account's defaults are its own: the default account keeps the
+// paths of a cairnd of one account, another gets a directory named by its
+// id, and what a config file gives is kept.
+func TestForAccountDefaults(t *testing.T) {
+	def, err := ForAccount(Config{}, "/data", metadata.Account{ID: 1, Name: metadata.DefaultAccount})
+	if err != nil || def.KeyFile != "/data/offsite/account.key" || def.Locations[0].Dir != "/data/offsite/primary" {
+		t.Fatalf("default account: %+v %v", def, err)
+	}
+	alice, err := ForAccount(Config{}, "/data", metadata.Account{ID: 7, Name: "alice"})
+	if err != nil || alice.KeyFile != "/data/offsite/account-7/account.key" ||
+		alice.Locations[0].Dir != "/data/offsite/account-7/primary" || alice.Locations[1].Dir != "/data/offsite/account-7/secondary" {
+		t.Fatalf("alice: %+v %v", alice, err)
+	}
+	given := Config{Locations: []LocationConfig{{Name: "e", Dir: "/mnt/e"}, {Name: "w", Dir: "/mnt/w"}}}
+	bob, err := ForAccount(given, "/data", metadata.Account{ID: 8, Name: "bob"})
+	if err != nil || bob.KeyFile != "/data/offsite/account-8/account.key" || bob.Locations[0].Dir != "/mnt/e" {
+		t.Fatalf("bob: %+v %v", bob, err)
+	}
+	if _, err := NewSet(SetConfig{DataDir: "/data", Accounts: map[string]Config{"Bad Name": {}}}); err == nil {
+		t.Fatal("a config for an impossible account name was taken")
+	}
+	if _, err := NewSet(SetConfig{DataDir: "/data", Accounts: map[string]Config{"carol": {Locations: given.Locations[:1]}}}); err == nil {
+		t.Fatal("an account config with one location was taken")
+	}
+}
+
 // Status is called by every list while uploads run: it must never wait
 // for the repository (a backup reports progress under its lock).
 func TestStatusDuringUpload(t *testing.T) {

@@ -67,7 +67,7 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 	} else if req.Memory && !m.run.isLive(parent.ID) {
 		return nil, errdefs.New(api.CodeNotRunning, "sandbox %s is not running: there is no live memory to fork", name)
 	}
-	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
+	if err := m.cfg.Disks.CheckLimit(ctx, acct.ID); err != nil {
 		return nil, err
 	}
 	var releases []func()

@@ -54,11 +54,12 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
-	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
-		return nil, err
-	}
 	acct, release, err := m.ex.reserveName(ctx, account, req.Name)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.cfg.Disks.CheckLimit(ctx, acct.ID); err != nil {
+		release()
 		return nil, err
 	}
 	sb := metadata.Sandbox{

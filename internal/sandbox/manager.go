@@ -101,7 +101,7 @@ type Config struct {
 	Catalog   *catalog.Catalog
 	// Offsite uploads checkpoints to the account's off-site locations and
 	// brings them back; nil: off-site copies are off.
-	Offsite *offsite.Service
+	Offsite *offsite.Set
 	// DefaultDisk is the disk size of a sandbox created without one, in
 	// bytes (at most the pool's size); 0: no size of its own.
 	DefaultDisk int64

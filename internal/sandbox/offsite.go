@@ -22,19 +22,23 @@ func (m *Manager) offsiteChanged() {
 	}
 }
 
-// remote is what brings checkpoints back from off-site; nil when off-site
-// copies are off.
-func (m *Manager) remote() disks.Remote {
-	if m.cfg.Offsite == nil || !m.cfg.Offsite.Enabled() {
+// remote is what brings the account's checkpoints back from off-site;
+// nil when its off-site copies are off.
+func (m *Manager) remote(accountID int64) disks.Remote {
+	if m.cfg.Offsite == nil {
 		return nil
 	}
-	return m.cfg.Offsite
+	svc := m.cfg.Offsite.For(accountID)
+	if svc == nil || !svc.Enabled() {
+		return nil
+	}
+	return svc
 }
 
 // sourceFor decides where a root made from ck comes from (see
 // disks.SourceFor).
 func (m *Manager) sourceFor(ctx context.Context, ck metadata.Checkpoint, fromOffsite bool) (disks.Source, error) {
-	return m.cfg.Disks.SourceFor(ctx, ck, fromOffsite, m.remote(), func() string { return m.cfg.Catalog.OffsiteState(ck) })
+	return m.cfg.Disks.SourceFor(ctx, ck, fromOffsite, m.remote(ck.AccountID), func() string { return m.cfg.Catalog.OffsiteState(ck) })
 }
 
 // fetchProgress reports an off-site fetch on op.

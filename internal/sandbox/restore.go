@@ -130,7 +130,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	if src == disks.FromOffsite {
 		progress = fetchProgress(op, ck)
 	}
-	held, err := m.cfg.Disks.Materialize(ctx, ck, staging, src, m.remote(), progress)
+	held, err := m.cfg.Disks.Materialize(ctx, ck, staging, src, m.remote(ck.AccountID), progress)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 			return nil, err
 		}
 	}
-	if err := m.cfg.Disks.CheckLimit(ctx); err != nil {
+	if err := m.cfg.Disks.CheckLimit(ctx, acct.ID); err != nil {
 		return nil, err
 	}
 	_, release, err := m.ex.reserveName(ctx, acct.Name, newName)
@@ -279,7 +279,7 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 		var held *disks.Held
 		makeRoot := func(root string) error {
 			var err error
-			held, err = m.cfg.Disks.Materialize(ctx, ck, root, src, m.remote(), progress)
+			held, err = m.cfg.Disks.Materialize(ctx, ck, root, src, m.remote(ck.AccountID), progress)
 			return err
 		}
 		memory := func() (string, error) {
