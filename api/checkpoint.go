@@ -49,6 +49,11 @@ type Checkpoint struct {
 	// what is wrong, and how far a running upload is. Absent when off-site
 	// copies are disabled.
 	OffsiteDetail *OffsiteDetail `json:"offsite_detail,omitempty"`
+	// Stored says where the checkpoint's disk lives: "local + off-site",
+	// "local only" (no off-site location holds it yet, or off-site
+	// copies are off) or "off-site only" (its local copy was dropped,
+	// docs/offsite.md#the-local-tier: a restore reads it from off-site).
+	Stored string `json:"stored"`
 	// FromInside is true when a process inside the sandbox asked for it
 	// (through /.cairn/api.sock) and the operator has not kept it (POST
 	// …/checkpoints/{id}/keep makes it false): such unnamed ones may be
@@ -58,6 +63,16 @@ type Checkpoint struct {
 	// answer to the create request).
 	PausedMS float64 `json:"paused_ms,omitempty"`
 }
+
+// Where a checkpoint's disk lives (Checkpoint.Stored).
+const (
+	StoredLocalAndOffsite = "local + off-site"
+	StoredLocalOnly       = "local only"
+	StoredOffsiteOnly     = "off-site only"
+	// StoredLost: neither a local copy nor an off-site one (its local
+	// disk was lost before any upload).
+	StoredLost = "lost"
+)
 
 // Off-site states of a checkpoint, as a whole (Checkpoint.Offsite, with
 // "uploaded ×N") and per location (OffsiteLocation.State).

@@ -67,6 +67,14 @@ func (c *Client) KeepCheckpoint(ctx context.Context, name, id string) (api.Check
 	return out, c.do(ctx, "POST", sandboxPath(name)+"/checkpoints/"+url.PathEscape(id)+"/keep", nil, &out)
 }
 
+// EvictCheckpoint drops the local copy of a checkpoint that both off-site
+// locations hold; it restores from off-site from then on. It returns the
+// checkpoint.
+func (c *Client) EvictCheckpoint(ctx context.Context, name, id string) (api.Checkpoint, error) {
+	var out api.Checkpoint
+	return out, c.do(ctx, "POST", sandboxPath(name)+"/checkpoints/"+url.PathEscape(id)+"/evict", nil, &out)
+}
+
 // RestoreCheckpoint restores a checkpoint in place (or, with req.As, into a
 // new sandbox). The operation's result is the sandbox.
 func (c *Client) RestoreCheckpoint(ctx context.Context, name, id string, req api.RestoreRequest) (api.Operation, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/lease"
+	"github.com/cairn-sandbox/cairn/internal/localtier"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
@@ -94,6 +95,7 @@ func (c *Catalog) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID, FromInside: ck.FromInside,
 	}
 	out.Offsite, out.OffsiteDetail = c.offsiteStatus(ck)
+	out.Stored = storedOf(ck)
 	if usage != nil {
 		out.SizeExclusive, out.SizeTotal = usage.Checkpoint(ck)
 	}
@@ -371,6 +373,60 @@ func (c *Catalog) DeleteSnapshot(ctx context.Context, account, ref string) (api.
 		return api.Checkpoint{}, err
 	}
 	return c.checkpointView(metadata.Sandbox{}, ck, nil), nil
+}
+
+// storedOf says where ck's disk lives (api.Checkpoint.Stored).
+func storedOf(ck metadata.Checkpoint) string {
+	switch {
+	case ck.DiskPath != "" && ck.OffsiteManifest != "":
+		return api.StoredLocalAndOffsite
+	case ck.DiskPath != "":
+		return api.StoredLocalOnly
+	case ck.OffsiteManifest != "":
+		return api.StoredOffsiteOnly
+	}
+	return api.StoredLost
+}
+
+// EvictCheckpoint drops the local copy of one checkpoint of the sandbox
+// called name, by hand: only one both off-site locations hold, never a
+// current one (package localtier says which may go). From then on it
+// restores from off-site.
+func (c *Catalog) EvictCheckpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error) {
+	acct, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	ck, err := c.findCheckpoint(ctx, sb, ref)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	if ck.DiskPath != "" {
+		sbs, err := c.cfg.Store.ListSandboxes(ctx, acct.ID, metadata.SandboxFilter{})
+		if err != nil {
+			return api.Checkpoint{}, err
+		}
+		var both func(metadata.Checkpoint) bool
+		if svc := c.offsiteOf(acct.ID); svc != nil {
+			both = svc.Complete
+		}
+		switch why := localtier.Refuse(ck, sbs, both); why {
+		case "":
+		case localtier.Current, localtier.Resumes:
+			return api.Checkpoint{}, errdefs.New(api.CodeCheckpointCurrent, "the local copy of checkpoint %s stays: %s", ck.Seq, why)
+		default:
+			return api.Checkpoint{}, errdefs.New(api.CodeNotOffsite, "the local copy of checkpoint %s stays: %s (cairn checkpoint info %s %s shows its off-site state)", ck.Seq, why, sb.Name, ck.Seq)
+		}
+		if err := c.cfg.Disks.Evict(ctx, ck); err != nil {
+			return api.Checkpoint{}, err
+		}
+		ck.DiskPath = ""
+	}
+	usage, err := c.cfg.Disks.Usage(ctx)
+	if err != nil {
+		return api.Checkpoint{}, err
+	}
+	return c.checkpointView(sb, ck, &usage), nil
 }
 
 // offsiteStatus is checkpoint ck's off-site state for its API view.

@@ -31,6 +31,7 @@ them are deleted. "cairn checkpoint keep" keeps one for good.`,
   cairn checkpoint create web --memory
   cairn checkpoint list web
   cairn checkpoint keep web v7
+  cairn checkpoint evict web v2
   cairn checkpoint restore web v2 --wait`,
 		Args: groupArgs,
 		RunE: showHelp,
@@ -41,6 +42,7 @@ them are deleted. "cairn checkpoint keep" keeps one for good.`,
 		newCheckpointInfoCommand(g),
 		newCheckpointDeleteCommand(g),
 		newCheckpointKeepCommand(g),
+		newCheckpointEvictCommand(g),
 		newRestoreCommand(g, "cairn checkpoint restore"),
 	)
 	return cmd
@@ -189,7 +191,7 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 	}
 	now := g.now()
 	current, inside := false, false
-	t := newTable(g.stdout, "ID", "CREATED", "TRIGGER", "CONSISTENCY", "SIZE", "TOTAL", "MEMORY", "COMMENT", "OFF-SITE")
+	t := newTable(g.stdout, "ID", "CREATED", "TRIGGER", "CONSISTENCY", "SIZE", "TOTAL", "MEMORY", "COMMENT", "OFF-SITE", "STORED")
 	for _, ck := range cks {
 		id := ck.ID
 		if ck.Current {
@@ -204,7 +206,7 @@ func runCheckpointList(ctx context.Context, opts checkpointListOptions, g *globa
 			inside = true
 		}
 		t.Row(id, formatAge(now, ck.CreatedAt), checkpointTrigger(ck), ck.Consistency,
-			formatSize(ck.SizeExclusive), formatSize(ck.SizeTotal), memory, checkpointNote(ck), orDash(ck.Offsite))
+			formatSize(ck.SizeExclusive), formatSize(ck.SizeTotal), memory, checkpointNote(ck), orDash(ck.Offsite), orDash(ck.Stored))
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -297,6 +299,7 @@ func runCheckpointInfo(ctx context.Context, opts checkpointRef, g *globalOptions
 	t.Row("size", formatSize(ck.SizeExclusive)+" (freed by deleting it)")
 	t.Row("total", formatSize(ck.SizeTotal))
 	t.Row("off-site", orDash(ck.Offsite))
+	t.Row("stored", orDash(ck.Stored))
 	if d := ck.OffsiteDetail; d != nil {
 		for _, l := range d.Locations {
 			t.Row("  "+l.Name, formatLocationState(l))

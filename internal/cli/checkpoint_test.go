@@ -19,13 +19,13 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 var testCheckpoints = []api.Checkpoint{
 	{ID: "v0", GlobalID: "ck-100", Sandbox: "web", Trigger: api.TriggerManual, Consistency: "frozen",
 		Comment: "fresh install", Image: "debian", CreatedAt: testNow.Add(-2 * time.Hour),
-		SizeExclusive: 12<<20 + 512<<10, SizeTotal: 300 << 20, Offsite: "uploaded ×2"},
+		SizeExclusive: 12<<20 + 512<<10, SizeTotal: 300 << 20, Offsite: "uploaded ×2", Stored: api.StoredOffsiteOnly},
 	{ID: "auto-20260301T115000Z", GlobalID: "ck-101", Sandbox: "web", Trigger: api.TriggerInterval,
 		Consistency: "crash", Image: "debian", CreatedAt: testNow.Add(-10 * time.Minute),
-		SizeExclusive: 900, SizeTotal: 301 << 20, HasMemory: true, Current: true, Offsite: "uploading"},
+		SizeExclusive: 900, SizeTotal: 301 << 20, HasMemory: true, Current: true, Offsite: "uploading", Stored: api.StoredLocalOnly},
 	{ID: "v1", GlobalID: "ck-102", Sandbox: "web", Name: "before-upgrade", Trigger: api.TriggerManual,
 		Consistency: "frozen", Label: "stable", Image: "debian", CreatedAt: testNow.Add(-3 * time.Minute),
-		SizeExclusive: 0, SizeTotal: 302 << 20, Offsite: "pending"},
+		SizeExclusive: 0, SizeTotal: 302 << 20, Offsite: "pending", Stored: api.StoredLocalOnly},
 }
 
 func TestCheckpointCreatePrintsID(t *testing.T) {
@@ -185,10 +185,10 @@ func TestCheckpointListTable(t *testing.T) {
 		t.Errorf("query %q, want include_auto=true", query)
 	}
 	want := "" +
-		"ID                       CREATED       TRIGGER    CONSISTENCY   SIZE      TOTAL    MEMORY   COMMENT         OFF-SITE\n" +
-		"v0                       2 hours ago   manual     frozen        12.5MiB   300MiB   -        fresh install   uploaded ×2\n" +
-		"auto-20260301T115000Z*   10 min ago    interval   crash         900B      301MiB   yes      -               uploading\n" +
-		"v1                       3 min ago     manual     frozen        0B        302MiB   -        [stable]        pending\n" +
+		"ID                       CREATED       TRIGGER    CONSISTENCY   SIZE      TOTAL    MEMORY   COMMENT         OFF-SITE      STORED\n" +
+		"v0                       2 hours ago   manual     frozen        12.5MiB   300MiB   -        fresh install   uploaded ×2   off-site only\n" +
+		"auto-20260301T115000Z*   10 min ago    interval   crash         900B      301MiB   yes      -               uploading     local only\n" +
+		"v1                       3 min ago     manual     frozen        0B        302MiB   -        [stable]        pending       local only\n" +
 		"* current: the state the disk was last restored or forked from\n"
 	if out.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)

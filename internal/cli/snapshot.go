@@ -131,14 +131,14 @@ func runSnapshotList(ctx context.Context, g *globalOptions) error {
 		return g.printJSON(cks)
 	}
 	now := g.now()
-	t := newTable(g.stdout, "ID", "NAME", "SANDBOX", "CHECKPOINT", "TRIGGER", "STATE", "CONSISTENCY", "AGE", "SIZE", "OFF-SITE")
+	t := newTable(g.stdout, "ID", "NAME", "SANDBOX", "CHECKPOINT", "TRIGGER", "STATE", "CONSISTENCY", "AGE", "SIZE", "OFF-SITE", "STORED")
 	for _, ck := range cks {
 		sandbox := ck.Sandbox
 		if ck.SandboxDeleted {
 			sandbox += " (deleted)"
 		}
 		t.Row(ck.GlobalID, orDash(ck.Name), sandbox, ck.ID, ck.Trigger, snapshotStateReady, ck.Consistency,
-			formatAge(now, ck.CreatedAt), formatSize(ck.SizeExclusive), orDash(ck.Offsite))
+			formatAge(now, ck.CreatedAt), formatSize(ck.SizeExclusive), orDash(ck.Offsite), orDash(ck.Stored))
 	}
 	return t.Flush()
 }

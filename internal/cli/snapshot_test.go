@@ -106,9 +106,9 @@ func TestSnapshotCreate(t *testing.T) {
 
 var testSnapshots = []api.Checkpoint{
 	{ID: "v1", GlobalID: "ck-102", Sandbox: "web", Name: "before-upgrade", Trigger: api.TriggerManual,
-		Consistency: "frozen", CreatedAt: testNow.Add(-3 * time.Minute), SizeExclusive: 12 << 20, Offsite: "uploaded ×2"},
+		Consistency: "frozen", CreatedAt: testNow.Add(-3 * time.Minute), SizeExclusive: 12 << 20, Offsite: "uploaded ×2", Stored: api.StoredLocalAndOffsite},
 	{ID: "auto-20260301T115000Z", GlobalID: "ck-101", Sandbox: "old", SandboxDeleted: true, Trigger: api.TriggerDelete,
-		Consistency: "crash", CreatedAt: testNow.Add(-10 * time.Minute), SizeExclusive: 900, Offsite: "pending"},
+		Consistency: "crash", CreatedAt: testNow.Add(-10 * time.Minute), SizeExclusive: 900, Offsite: "pending", Stored: api.StoredLocalOnly},
 }
 
 func TestSnapshotListTable(t *testing.T) {
@@ -124,9 +124,9 @@ func TestSnapshotListTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"ID       NAME             SANDBOX         CHECKPOINT              TRIGGER   STATE   CONSISTENCY   AGE          SIZE    OFF-SITE\n" +
-		"ck-102   before-upgrade   web             v1                      manual    ready   frozen        3 min ago    12MiB   uploaded ×2\n" +
-		"ck-101   -                old (deleted)   auto-20260301T115000Z   delete    ready   crash         10 min ago   900B    pending\n"
+		"ID       NAME             SANDBOX         CHECKPOINT              TRIGGER   STATE   CONSISTENCY   AGE          SIZE    OFF-SITE      STORED\n" +
+		"ck-102   before-upgrade   web             v1                      manual    ready   frozen        3 min ago    12MiB   uploaded ×2   local + off-site\n" +
+		"ck-101   -                old (deleted)   auto-20260301T115000Z   delete    ready   crash         10 min ago   900B    pending       local only\n"
 	if out.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cairn-sandbox/cairn/internal/localtier"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 )
@@ -21,6 +22,9 @@ type File struct {
 // AccountFile is one account's part of the config file.
 type AccountFile struct {
 	Offsite offsite.Config `json:"offsite"`
+	// Local is how long local copies of what off-site holds are kept
+	// (docs/offsite.md#the-local-tier).
+	Local localtier.Policy `json:"local"`
 }
 
 // LoadFile reads the config file at path into cfg. Unknown fields and
@@ -38,11 +42,13 @@ func LoadFile(path string, cfg *Config) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	cfg.Offsite = map[string]offsite.Config{}
+	cfg.LocalTier = map[string]localtier.Policy{}
 	for name, a := range f.Accounts {
 		if err := metadata.ValidateAccountName(name); err != nil {
 			return fmt.Errorf("config %s: account %q: %w", path, name, err)
 		}
 		cfg.Offsite[name] = a.Offsite
+		cfg.LocalTier[name] = a.Local
 	}
 	return nil
 }

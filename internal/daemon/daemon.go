@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/lease"
+	"github.com/cairn-sandbox/cairn/internal/localtier"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
 	"github.com/cairn-sandbox/cairn/internal/metrics"
@@ -87,6 +88,10 @@ type Config struct {
 	// (the config file's); an account without one has two directories
 	// and a key file of its own under DataDir (see offsite.ForAccount).
 	Offsite map[string]offsite.Config
+	// LocalTier are the accounts' local-tier policies by account name
+	// (the config file's); an account without one has
+	// localtier.DefaultPolicy.
+	LocalTier map[string]localtier.Policy
 	// Network is how sandboxes reach the outside (its Dir is set to
 	// DataDir/net); NetworkOff runs every sandbox with loopback only.
 	Network    network.Config
@@ -303,8 +308,9 @@ func Run(ctx context.Context, cfg Config) error {
 		netMgr.Sweep(func(name string) bool { return slices.Contains(names, name) })
 	}
 
+	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Offsite: offsites, Policies: cfg.LocalTier, Now: time.Now})
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
-		PoolWatch: dsk.NewPoolWatch(), Now: time.Now}).Run(opsCtx)
+		PoolWatch: dsk.NewPoolWatch(), LocalTier: tier, Now: time.Now}).Run(opsCtx)
 	go offsites.Run(opsCtx)
 	go accessSvc.PruneAudit(opsCtx)
 

@@ -2,7 +2,8 @@
 // the interval checkpoints that are due (the interval passed and the disk
 // changed since the newest checkpoint) and applies the retention policy
 // (package checkpoint's Retain, a pure function) to automatic checkpoints,
-// deleting those of sandboxes deleted more than 14 days ago. It decides;
+// deleting those of sandboxes deleted more than 14 days ago, and has the
+// local tier drop the local copies off-site holds that its policy lets go. It decides;
 // the sandbox manager takes the checkpoints and the catalog deletes them.
 // Everything it decides is derived from the stored checkpoints and the
 // clock, so a restarted cairnd neither misses nor doubles a checkpoint.
@@ -47,8 +48,15 @@ type PoolWatch interface {
 	Check(ctx context.Context)
 }
 
+// LocalTier drops the local copies of checkpoints off-site holds, by the
+// accounts' policies and when the pool runs low (localtier.Tier).
+type LocalTier interface {
+	Apply(ctx context.Context) error
+}
+
 // Config is what a Scheduler needs.
 type Config struct {
+	LocalTier   LocalTier // nil: every local copy is kept
 	PoolWatch   PoolWatch // nil: nobody watches
 	Disks       Collector // nil: nothing to collect
 	Store       metadata.Store
@@ -104,6 +112,11 @@ func (m *Scheduler) Tick(ctx context.Context) error {
 	}
 	if err := m.applyRetention(ctx, sandboxes, live, now); err != nil {
 		return err
+	}
+	if m.cfg.LocalTier != nil {
+		if err := m.cfg.LocalTier.Apply(ctx); err != nil && ctx.Err() == nil {
+			slog.Warn("local tier", "err", err)
+		}
 	}
 	if m.cfg.PoolWatch != nil {
 		m.cfg.PoolWatch.Check(ctx)

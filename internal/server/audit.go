@@ -46,6 +46,7 @@ var auditActions = map[string]string{
 	"DELETE /v1/sandboxes/{name}/checkpoints/{id}":       "checkpoint.delete",
 	"POST /v1/sandboxes/{name}/checkpoints/{id}/restore": "checkpoint.restore",
 	"POST /v1/sandboxes/{name}/checkpoints/{id}/keep":    "checkpoint.keep",
+	"POST /v1/sandboxes/{name}/checkpoints/{id}/evict":   "checkpoint.evict",
 	"POST /v1/sandboxes/{name}/fork":                     "sandbox.fork",
 	"POST /v1/sandboxes/{name}/ports":                    "port.publish",
 	"DELETE /v1/sandboxes/{name}/ports/{port}":           "port.unpublish",

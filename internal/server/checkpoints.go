@@ -69,6 +69,17 @@ func (s *Server) keepCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// evictCheckpoint drops a checkpoint's local copy (it restores from
+// off-site from then on).
+func (s *Server) evictCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	ck, err := s.checkpoints.EvictCheckpoint(r.Context(), s.account(r), r.PathValue("name"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ck)
+	return nil
+}
+
 func (s *Server) restoreCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	var req api.RestoreRequest
 	if r.ContentLength != 0 {

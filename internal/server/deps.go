@@ -78,6 +78,9 @@ type Checkpoints interface {
 	// --inside-keep) and returns it; for any other checkpoint it changes
 	// nothing and returns it. S01, K08.
 	KeepCheckpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error)
+	// EvictCheckpoint drops a checkpoint's local copy: only one both
+	// off-site locations hold (R02 otherwise), never a current one (K03).
+	EvictCheckpoint(ctx context.Context, account, name, ref string) (api.Checkpoint, error)
 	// Diff lists what differs between checkpoint from and checkpoint to
 	// (or the current disk when to is ""), never nil. S01, V02 (no from),
 	// K08.

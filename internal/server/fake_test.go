@@ -175,6 +175,11 @@ func (f *fake) KeepCheckpoint(_ context.Context, account, name, ref string) (api
 	return api.Checkpoint{ID: ref, Sandbox: name}, f.err
 }
 
+func (f *fake) EvictCheckpoint(_ context.Context, account, name, ref string) (api.Checkpoint, error) {
+	f.record("EvictCheckpoint", account, name, ref)
+	return api.Checkpoint{ID: ref, Sandbox: name, Stored: api.StoredOffsiteOnly}, f.err
+}
+
 func (f *fake) Restore(_ context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
 	return f.op("Restore", account, name, ref, req)
 }

@@ -148,6 +148,8 @@ var routeCases = []routeCase{
 		want: &call{"Restore", def, []any{"web", "v3", api.RestoreRequest{As: "copy", DiskOnly: true}}}},
 	{method: "POST", pattern: "/v1/sandboxes/{name}/checkpoints/{id}/keep", path: "/v1/sandboxes/web/checkpoints/v3/keep", status: 200,
 		want: &call{"KeepCheckpoint", def, []any{"web", "v3"}}, bodyHas: `"id":"v3"`},
+	{method: "POST", pattern: "/v1/sandboxes/{name}/checkpoints/{id}/evict", path: "/v1/sandboxes/web/checkpoints/v3/evict", status: 200,
+		want: &call{"EvictCheckpoint", def, []any{"web", "v3"}}, bodyHas: `"stored":"off-site only"`},
 	{method: "POST", pattern: "/v1/sandboxes/{name}/fork", path: "/v1/sandboxes/web/fork", body: `{"count":3,"name_prefix":"kid"}`, status: 202,
 		want: &call{"Fork", def, []any{"web", api.ForkRequest{Count: 3, NamePrefix: "kid"}}}},
 	{method: "GET", pattern: "/v1/sandboxes/{name}/diff", path: "/v1/sandboxes/web/diff?from=v1&to=v2", status: 200,

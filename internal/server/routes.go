@@ -38,6 +38,7 @@ var routes = []route{
 	{"DELETE", "/v1/sandboxes/{name}/checkpoints/{id}", (*Server).deleteCheckpoint},
 	{"POST", "/v1/sandboxes/{name}/checkpoints/{id}/restore", (*Server).restoreCheckpoint},
 	{"POST", "/v1/sandboxes/{name}/checkpoints/{id}/keep", (*Server).keepCheckpoint},
+	{"POST", "/v1/sandboxes/{name}/checkpoints/{id}/evict", (*Server).evictCheckpoint},
 	{"POST", "/v1/sandboxes/{name}/fork", (*Server).forkSandbox},
 	{"GET", "/v1/sandboxes/{name}/diff", (*Server).diffSandbox},
 	{"GET", "/v1/sandboxes/{name}/ports", (*Server).listPorts},
