@@ -17,7 +17,6 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
-	"github.com/cairn-sandbox/cairn/internal/image/unpack"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -138,12 +137,11 @@ func untrustedPull(ctx context.Context) bool {
 	return ok && c.TokenID != "" && c.Role != auth.RoleAdmin
 }
 
-// maxContext bounds the files of a build context.
-const maxContext = 4 << 30
-
 // receiveContext extracts the build context's tar (body) into a new
-// directory in the pool's work area, with the checks of an image layer
-// (nothing leaves the directory), and takes the Dockerfile out of it.
+// directory in the pool's work area, in the restricted mode of a build
+// context (buildctx.Extract: files, directories and links only, owned by
+// root, nothing leaves the directory), and takes the Dockerfile out of
+// it.
 func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir string, dockerfile []byte, err error) {
 	work := s.Catalog.WorkPath()
 	if err := os.MkdirAll(work, 0o700); err != nil {
@@ -163,14 +161,8 @@ func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir s
 		return "", nil, err
 	}
 	defer root.Close()
-	if _, err := unpack.Apply(ctx, root, body, unpack.Options{MaxBytes: maxContext}); err != nil {
-		switch {
-		case errdefs.HasCode(err):
-			return "", nil, err
-		case volume.IsFull(err):
-			return "", nil, errdefs.Wrap(api.CodePoolFull, err, "the build context: the pool is full")
-		}
-		return "", nil, errdefs.Wrap(api.CodeInvalidArgument, err, "the build context")
+	if _, err := buildctx.Extract(ctx, root, body, buildctx.ExtractOptions{}); err != nil {
+		return "", nil, err
 	}
 	dockerfile, err = buildctx.ReadDockerfile(root)
 	if err != nil {
