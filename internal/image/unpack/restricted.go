@@ -112,12 +112,22 @@ func (r *Restriction) checkName(name, what string) error {
 	if d := depth(name); d > r.maxDepth() {
 		return fmt.Errorf("%w: a %s of %d components (at most %d)", ErrLimit, what, d, r.maxDepth())
 	}
+	if err := PlainName(name); err != nil {
+		return fmt.Errorf("a %s: %w", what, err)
+	}
+	return nil
+}
+
+// PlainName checks the characters of a name a restricted Apply takes:
+// valid UTF-8 without control characters (C0, DEL, C1). The error wraps
+// ErrNotAllowed.
+func PlainName(name string) error {
 	if !utf8.ValidString(name) {
-		return fmt.Errorf("%w: a %s that is not UTF-8", ErrNotAllowed, what)
+		return fmt.Errorf("%w: not UTF-8", ErrNotAllowed)
 	}
 	for _, c := range name {
 		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
-			return fmt.Errorf("%w: a control character (%U) in a %s", ErrNotAllowed, c, what)
+			return fmt.Errorf("%w: a control character (%U)", ErrNotAllowed, c)
 		}
 	}
 	return nil
