@@ -127,7 +127,7 @@ func TestExtractNeutralises(t *testing.T) {
 		return h
 	}
 	data := crafted(t,
-		owned(dirH("shared/", 0o3777)),     // setgid and sticky
+		owned(dirH("shared/", 0o3777)),      // setgid and sticky
 		owned(regH("shared/su", 0o4755, 3)), // setuid
 		owned(regH("sg", 0o2711, 0)),
 		owned(&tar.Header{Typeflag: tar.TypeSymlink, Name: "etc-link", Linkname: "/etc"}),
