@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/network"
@@ -75,6 +78,11 @@ func newBuilder(pool *volume.Pool, images *image.Catalog, runtime *runsc.Runsc, 
 	// (the containers are orphans recovery removes, their networks go
 	// with them).
 	os.RemoveAll(runner.dir)
+	// Entries that are no valid key: step entries of an older cairn,
+	// whose keys named no account, which no build looks up again.
+	if n, err := c.Prune(context.Background(), func(cache.Entry) bool { return false }); n > 0 || err != nil {
+		slog.Info("build cache: removed entries of no valid key", "removed", n, "err", err)
+	}
 	return func(fetch oci.FetchOptions) *build.Builder {
 		return build.New(pool, c, buildImages{catalog: images, fetch: fetch}, runner)
 	}
@@ -117,6 +125,10 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 	if untrusted && req.Insecure {
 		return nil, errdefs.New(api.CodeForbidden, "only an admin may pull from a plain-HTTP registry (--insecure)")
 	}
+	account, err := s.buildAccount(ctx)
+	if err != nil {
+		return nil, err
+	}
 	dir, dockerfile, err := s.receiveContext(ctx, body)
 	if err != nil {
 		return nil, err
@@ -124,9 +136,24 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 	return s.ops.Start("image.build", "image/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer os.RemoveAll(dir)
 		b := s.builder(oci.FetchOptions{Insecure: req.Insecure, Untrusted: untrusted})
-		return b.Build(ctx, build.Request{Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
+		return b.Build(ctx, build.Request{Account: account, Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
 			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache}, op.Record)
 	}), nil
+}
+
+// buildAccount returns the id of the account the request of ctx is for
+// (the socket's is the default account), whose step cache its build
+// uses.
+func (s imageService) buildAccount(ctx context.Context) (int64, error) {
+	name := metadata.DefaultAccount
+	if c, ok := auth.FromContext(ctx); ok && c.Account != "" {
+		name = c.Account
+	}
+	acct, err := s.accounts.AccountByName(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("the build's account %q: %w", name, err)
+	}
+	return acct.ID, nil
 }
 
 // untrustedPull reports whether the request of ctx is an API token's

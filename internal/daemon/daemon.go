@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config) error {
 	accessSvc := access.New(store, time.Now)
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
-		Images: imageService{images, ops, newBuilder(pool, images, runtime, netMgr, cfg.DataDir)}, Operations: ops, Ports: ports, Activity: hub,
+		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store}, Operations: ops, Ports: ports, Activity: hub,
 		Requests: obs,
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {

@@ -12,7 +12,11 @@
 // the config it runs under and, for COPY and ADD, the digest of the files
 // it copies. A step whose key is in the cache is not run: the build goes
 // on from the cached tree, so a second build of an unchanged Dockerfile
-// only checks keys, and a change rebuilds from the changed step on.
+// only checks keys, and a change rebuilds from the changed step on. The
+// cache is the account's: a step's entry is named by its key and the
+// account the build runs for (cache.StepKey), and a build looks up and
+// fills only its own account's entries, so that no account ever builds
+// on a tree another account's commands made.
 // docs/images.md#build says what a user sees.
 package build
 
@@ -80,6 +84,9 @@ type Images interface {
 
 // Request is one build.
 type Request struct {
+	// Account is the id of the account the build runs for: its steps
+	// use and fill that account's cache alone.
+	Account    int64
 	Context    string            // the build context: a directory cairnd extracted
 	Dockerfile []byte            // the Dockerfile's text
 	Name       string            // the image to make (-t)
@@ -113,6 +120,9 @@ const keyVersion = "cairn-build-1"
 func (b *Builder) Build(ctx context.Context, req Request, report Reporter) (api.Image, error) {
 	if report == nil {
 		report = func(api.Progress, string) {}
+	}
+	if req.Account <= 0 {
+		return api.Image{}, fmt.Errorf("build for no account (id %d)", req.Account)
 	}
 	if req.Network == "" {
 		req.Network = metadata.NetworkEgress

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/image/dockerfile"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/volume"
@@ -93,7 +94,7 @@ func (r *run) do(ctx context.Context, base Base) (api.Image, error) {
 			extra = "network=" + r.req.Network + "\x00" + strings.Join(st.Env, "\x00")
 		}
 		k = key(k, "step", st.Text, configKey(before), extra)
-		stepKey := "step-" + k
+		stepKey := cache.StepKey(r.req.Account, k)
 		if !r.req.NoCache && r.b.cache.Has(stepKey) {
 			r.line("%s (cached)", title)
 			r.stale = &tree{cacheKey: stepKey}
