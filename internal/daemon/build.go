@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/container"
@@ -29,7 +31,9 @@ import (
 
 // stepRunner runs a build's RUN steps (build.Runner): each in a gVisor
 // container of its own over the step's tree, with a network of its own
-// under the default rules (or none), removed when the command ends.
+// under the default rules (or none), removed when the command ends, held
+// to the step's memory and CPUs (runsc ends it when it uses all its
+// memory: build.ErrOutOfMemory).
 type stepRunner struct {
 	runtime *runsc.Runsc
 	nets    *network.Manager // nil: networking is off
@@ -52,7 +56,10 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 		Process:   &container.Process{UID: spec.UID, GID: spec.GID, Groups: spec.Groups, Cwd: spec.Cwd},
 	}
 	defer os.RemoveAll(c.BundleDir)
-	c.Options.Network = container.NetworkNone
+	// /tmp stays gVisor's (a memory file system when the image's /tmp is
+	// empty, counted in the step's memory), as before steps had limits:
+	// cairn's own tmpfs there would hide an image's /tmp.
+	c.Options = container.Options{CPUs: spec.CPUs, MemoryBytes: spec.MemoryBytes, RuntimeTmp: true, Network: container.NetworkNone}
 	if spec.Network == metadata.NetworkEgress {
 		if s.nets == nil {
 			return 0, errdefs.New(api.CodeNetworkUnavailable, "the build's RUN steps need a network, and this cairnd has networking off: build with --network none")
@@ -65,7 +72,11 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 		c.Options.Network, c.NetNS = container.NetworkSandbox, att.NetNS
 		c.Mounts = append(c.Mounts, container.Mount{Source: att.ResolvConf, Destination: "/etc/resolv.conf", ReadOnly: true})
 	}
-	return s.runtime.RunAttached(ctx, c, spec.Output)
+	exit, err := s.runtime.RunAttached(ctx, c, spec.Output)
+	if errors.Is(err, runsc.ErrOutOfMemory) {
+		err = fmt.Errorf("%w: %w", build.ErrOutOfMemory, err)
+	}
+	return exit, err
 }
 
 // newBuilder returns how the API gets an image builder: the catalog's
@@ -125,6 +136,10 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 	if untrusted && req.Insecure {
 		return nil, errdefs.New(api.CodeForbidden, "only an admin may pull from a plain-HTTP registry (--insecure)")
 	}
+	limits, err := build.ParseLimits(req.Memory, req.CPUs, req.StepTimeout, s.buildMax)
+	if err != nil {
+		return nil, err
+	}
 	account, err := s.buildAccount(ctx)
 	if err != nil {
 		return nil, err
@@ -137,7 +152,7 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 		defer os.RemoveAll(dir)
 		b := s.builder(oci.FetchOptions{Insecure: req.Insecure, Untrusted: untrusted})
 		return b.Build(ctx, build.Request{Account: account, Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
-			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache}, op.Record)
+			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache, Limits: limits}, op.Record)
 	}), nil
 }
 
@@ -196,4 +211,14 @@ func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir s
 		return "", nil, errdefs.Wrap(api.CodeDockerfile, err, "the build context's Dockerfile (at %s)", api.BuildContextDockerfile)
 	}
 	return dir, dockerfile, nil
+}
+
+// hostMemory is this host's RAM in bytes, the most a build step may be
+// given (as a sandbox); 0 when it cannot be read.
+func hostMemory() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
 }

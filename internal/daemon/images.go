@@ -22,6 +22,9 @@ type imageService struct {
 	// builder returns the image builder, whose FROMs fetch with the
 	// options given; nil: builds are off.
 	builder func(oci.FetchOptions) *build.Builder
+	// buildMax is the most a build's RUN steps may be given
+	// (build.HostLimits).
+	buildMax build.Limits
 	// accounts finds the account a build runs for (its step cache is
 	// that account's).
 	accounts interface {

@@ -25,18 +25,20 @@ type Limits struct {
 // command for using more memory than RunSpec.MemoryBytes.
 var ErrOutOfMemory = errors.New("out of memory")
 
-// HostLimits returns the most a build may ask on this host: max's fields,
-// each 0 meaning the host's RAM (memory), its cores (CPUs) or
-// api.MaxStepTimeout.
+// HostLimits returns the most a build may ask on this host, with hostMemory
+// bytes of RAM (0: unknown): max's fields, each 0 meaning the host's RAM
+// (memory), its cores (CPUs) or api.MaxStepTimeout; memory and CPUs never
+// more than the host has, as for a sandbox.
 func HostLimits(max Limits, hostMemory int64) Limits {
-	if max.MemoryBytes <= 0 {
-		max.MemoryBytes = api.MaxMemoryBytes
-		if hostMemory >= api.MinMemoryBytes {
-			max.MemoryBytes = hostMemory
-		}
+	hostMax := int64(api.MaxMemoryBytes)
+	if hostMemory >= api.MinMemoryBytes {
+		hostMax = hostMemory
 	}
-	if max.CPUs <= 0 {
-		max.CPUs = float64(runtime.NumCPU())
+	if max.MemoryBytes <= 0 || max.MemoryBytes > hostMax {
+		max.MemoryBytes = hostMax
+	}
+	if cores := float64(runtime.NumCPU()); max.CPUs <= 0 || max.CPUs > cores {
+		max.CPUs = cores
 	}
 	if max.StepTimeout <= 0 {
 		max.StepTimeout = api.MaxStepTimeout

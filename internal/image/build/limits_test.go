@@ -54,6 +54,9 @@ func TestParseLimits(t *testing.T) {
 	if h := HostLimits(Limits{MemoryBytes: 1 << 30, CPUs: 0.5, StepTimeout: time.Hour}, 16<<30); h != (Limits{1 << 30, 0.5, time.Hour}) {
 		t.Errorf("capped host limits %+v", h)
 	}
+	if h := HostLimits(Limits{MemoryBytes: 64 << 30, CPUs: 4096}, 16<<30); h.MemoryBytes != 16<<30 || h.CPUs > 1024 || h.CPUs < 1 {
+		t.Errorf("caps above the host's: %+v", h)
+	}
 }
 
 // A RUN step gets the build's memory and CPUs; one that outlives its time
