@@ -74,10 +74,17 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 	}
 	exit, err := s.runtime.RunAttached(ctx, c, spec.Output)
 	if errors.Is(err, runsc.ErrOutOfMemory) {
-		err = fmt.Errorf("%w: %w", build.ErrOutOfMemory, err)
+		err = outOfMemory{err}
 	}
 	return exit, err
 }
+
+// outOfMemory is runsc's ErrOutOfMemory as the builder knows it
+// (build.ErrOutOfMemory), its message runsc's.
+type outOfMemory struct{ error }
+
+func (e outOfMemory) Is(target error) bool { return target == build.ErrOutOfMemory }
+func (e outOfMemory) Unwrap() error        { return e.error }
 
 // newBuilder returns how the API gets an image builder: the catalog's
 // images, the pool's cache, RUN steps in containers of runtime with

@@ -481,11 +481,11 @@ func (r *Runsc) RunAttached(ctx context.Context, spec Spec, out io.Writer) (exit
 		return 0, ctx.Err()
 	case <-mem.outOfMemory():
 		end()
-		return 0, fmt.Errorf("runsc run: %w: over %d bytes", ErrOutOfMemory, container.HostMemoryLimit(spec.MemoryBytes))
+		return 0, mem.err()
 	}
 	stopWatch()
 	if mem.ended() {
-		return 0, fmt.Errorf("runsc run: %w: over %d bytes", ErrOutOfMemory, container.HostMemoryLimit(spec.MemoryBytes))
+		return 0, mem.err()
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

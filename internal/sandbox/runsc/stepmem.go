@@ -104,6 +104,11 @@ func (w *memoryWatch) ended() bool {
 
 func (w *memoryWatch) sawOOM() { w.once.Do(func() { close(w.oom) }) }
 
+// err is the error of a container that ran out of memory.
+func (w *memoryWatch) err() error {
+	return fmt.Errorf("%w: its processes and gVisor's own memory reached the host's limit of %d MiB", ErrOutOfMemory, container.HostMemoryLimit(w.guest)>>20)
+}
+
 // watchPoll is how often the watch looks for the cgroup and the started
 // sandbox, and reads memory.events (v2).
 const watchPoll = 10 * time.Millisecond
