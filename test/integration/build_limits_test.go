@@ -29,15 +29,23 @@ func TestImageBuildStepLimits(t *testing.T) {
 	writeContext(t, dir, map[string]string{"Dockerfile": "FROM busybox\nRUN grep MemTotal /proc/meminfo; sleep 3\n"})
 	var errOut string
 	var code int
+	quotas := map[string]string{}
 	ids := d.buildContainersDuring(func() {
 		_, errOut, code = d.cli("", "image", "build", dir, "-t", "limited", "--network", "none", "--memory", "128M", "--cpus", "0.5")
 	}, func(id string) {
-		if q, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", id, "cpu.cfs_quota_us")); err == nil && strings.TrimSpace(string(q)) != "50000" {
-			t.Errorf("the step's CPU quota: %s µs a period, want 50000 (0.5 CPUs)", q)
+		q, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", id, "cpu.cfs_quota_us"))
+		quotas[id] = strings.TrimSpace(string(q))
+		if err != nil {
+			quotas[id] = err.Error()
 		}
 	})
 	if code != 0 {
 		t.Fatalf("build within its limits: exit %d\n%s", code, errOut)
+	}
+	for id, q := range quotas {
+		if q != "50000" {
+			t.Errorf("the step %s's CPU quota: %s, want 50000 µs a period (0.5 CPUs)", id, q)
+		}
 	}
 	if len(ids) != 1 {
 		t.Errorf("saw build containers %q, want one", ids)
