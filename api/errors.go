@@ -52,6 +52,10 @@ const (
 	CodeImageInUse       = "I08" // sandboxes or checkpoints still use the image
 	CodeDockerfile       = "I09" // the Dockerfile is not valid, or uses what cairn image build does not support
 	CodeBuildStepFailed  = "I10" // a step of an image build failed: a RUN's command exited non-zero, a COPY's source is missing
+	CodeStepTimeout      = "I11" // a build's RUN step ran past its time limit (--step-timeout) and was ended
+	CodeStepOutOfMemory  = "I12" // a build's RUN step used more memory than its limit (--memory) and was ended
+	CodeContextRefused   = "I13" // the build context holds what a build does not take: a device, FIFO, hard link, whiteout, "..", a path through a link, control characters in a name
+	CodeContextTooLarge  = "I14" // the build context is over a bound: its bytes, its entries, a name's length or depth
 
 	CodeCheckpointFailed  = "K01" // taking the checkpoint failed (pause, snapshot); the sandbox was resumed
 	CodeSnapshotNameTaken = "K02" // a snapshot with that name already exists in the account

@@ -21,4 +21,13 @@ const (
 	MaxAutoCheckpoint = 24 * time.Hour
 
 	MaxForkCount = 64 // copies one fork request may make (ForkRequest.Count)
+
+	// A build's RUN steps (BuildImageRequest): memory and CPUs as a
+	// sandbox's (but never unlimited), and a time limit per step. cairnd
+	// may allow less (its --build-max-memory, --build-max-cpus,
+	// --build-max-step-timeout; memory and CPUs at most the host's).
+	DefaultBuildMemoryBytes = 2 << 30          // when the build names none
+	DefaultBuildStepTimeout = 30 * time.Minute // when the build names none
+	MinStepTimeout          = time.Second
+	MaxStepTimeout          = 24 * time.Hour
 )

@@ -289,9 +289,9 @@ type PullImageRequest struct {
 }
 
 // BuildImageRequest is what POST /v1/images/build builds: its query
-// (name, source, build_arg=K=V repeated, network, no_cache, insecure);
-// the request's body is the build context, a tar whose Dockerfile is at
-// BuildContextDockerfile (docs/images.md#build).
+// (name, source, build_arg=K=V repeated, network, no_cache, insecure,
+// memory, cpus, step_timeout); the request's body is the build context, a
+// tar whose Dockerfile is at BuildContextDockerfile (docs/images.md#build).
 type BuildImageRequest struct {
 	Name      string            // the image to make (-t)
 	Source    string            // the context's name, for the record
@@ -299,6 +299,13 @@ type BuildImageRequest struct {
 	Network   string            // RUN steps' network: "egress" (default) or "none"
 	NoCache   bool              // run every step again
 	Insecure  bool              // a FROM's registry may be plain HTTP
+	// Each RUN step's bounds. Memory is a size ("512M", "4G"; "":
+	// DefaultBuildMemoryBytes), CPUs a number of cores (0: the host's,
+	// or cairnd's cap), StepTimeout a duration ("90s", "1h"; "":
+	// DefaultBuildStepTimeout); each at most what cairnd allows.
+	Memory      string
+	CPUs        float64
+	StepTimeout string
 }
 
 // BuildContextDockerfile is where the Dockerfile is in a build context's

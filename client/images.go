@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -78,6 +79,15 @@ func (c *Client) BuildImage(ctx context.Context, buildContext io.Reader, req api
 	}
 	if req.Insecure {
 		q.Set("insecure", "true")
+	}
+	if req.Memory != "" {
+		q.Set("memory", req.Memory)
+	}
+	if req.CPUs != 0 {
+		q.Set("cpus", strconv.FormatFloat(req.CPUs, 'f', -1, 64))
+	}
+	if req.StepTimeout != "" {
+		q.Set("step_timeout", req.StepTimeout)
 	}
 	keys := make([]string, 0, len(req.BuildArgs))
 	for k := range req.BuildArgs {

@@ -12,7 +12,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
 	"github.com/cairn-sandbox/cairn/internal/network"
@@ -39,6 +42,10 @@ func main() {
 	flag.StringVar(&diskLimit, "disk-limit", "", "the account's limit on disk used by sandboxes and checkpoints, e.g. 50G (default: unlimited)")
 	flag.StringVar(&defaultDisk, "default-disk", "10G", "disk size of a sandbox created without --disk, the image's files included (at most the pool's size)")
 	flag.StringVar(&poolReserve, "pool-reserve", "", "part of the pool kept from sandboxes' data, for the metadata of checkpoints and deletes (default: a tenth of the pool, 256M to 4G)")
+	var buildMaxMemory, buildMaxCPUs, buildMaxTimeout string
+	flag.StringVar(&buildMaxMemory, "build-max-memory", "", "the most memory a build's RUN step may be given with cairn image build --memory, e.g. 8G (default: the host's RAM; a build that asks none gets 2G, at most this)")
+	flag.StringVar(&buildMaxCPUs, "build-max-cpus", "", "the most CPUs a build's RUN step may be given with --cpus, e.g. 2 (default and when a build asks none: the host's cores)")
+	flag.StringVar(&buildMaxTimeout, "build-max-step-timeout", "", "the longest a build's RUN step may run with --step-timeout, e.g. 2h (default: 24h; a build that asks none gets 30m, at most this)")
 	var netRange string
 	flag.StringVar(&cfg.Network.Uplink, "network-uplink", "", "interface sandboxes reach the outside through; nothing goes out another (default: the default IPv4 route's)")
 	flag.StringVar(&cfg.Network.DNSUpstream, "dns-upstream", "", "IP:PORT of the resolver the sandboxes' resolvers ask (default: the first nameserver of /etc/resolv.conf)")
@@ -81,6 +88,21 @@ func main() {
 	if poolReserve != "" {
 		if cfg.PoolReserve, err = sandbox.ParseSize(poolReserve); err != nil {
 			fatal(fmt.Errorf("--pool-reserve: %w", err))
+		}
+	}
+	if buildMaxMemory != "" {
+		if cfg.BuildMax.MemoryBytes, err = bounds.ParseSize("--build-max-memory", buildMaxMemory, api.MinMemoryBytes, api.MaxMemoryBytes); err != nil {
+			fatal(err)
+		}
+	}
+	if buildMaxCPUs != "" {
+		if cfg.BuildMax.CPUs, err = bounds.ParseFloat("--build-max-cpus", buildMaxCPUs, api.MinCPUs, api.MaxCPUs, false); err != nil {
+			fatal(err)
+		}
+	}
+	if buildMaxTimeout != "" {
+		if cfg.BuildMax.StepTimeout, err = bounds.ParseDuration("--build-max-step-timeout", buildMaxTimeout, api.MinStepTimeout, api.MaxStepTimeout, time.Second); err != nil {
+			fatal(err)
 		}
 	}
 	if cfg.Network.Range, err = netip.ParsePrefix(netRange); err != nil {

@@ -5,9 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/auth"
@@ -16,8 +20,8 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
-	"github.com/cairn-sandbox/cairn/internal/image/unpack"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -27,7 +31,9 @@ import (
 
 // stepRunner runs a build's RUN steps (build.Runner): each in a gVisor
 // container of its own over the step's tree, with a network of its own
-// under the default rules (or none), removed when the command ends.
+// under the default rules (or none), removed when the command ends, held
+// to the step's memory and CPUs (runsc ends it when it uses all its
+// memory: build.ErrOutOfMemory).
 type stepRunner struct {
 	runtime *runsc.Runsc
 	nets    *network.Manager // nil: networking is off
@@ -50,7 +56,10 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 		Process:   &container.Process{UID: spec.UID, GID: spec.GID, Groups: spec.Groups, Cwd: spec.Cwd},
 	}
 	defer os.RemoveAll(c.BundleDir)
-	c.Options.Network = container.NetworkNone
+	// /tmp stays gVisor's (a memory file system when the image's /tmp is
+	// empty, counted in the step's memory), as before steps had limits:
+	// cairn's own tmpfs there would hide an image's /tmp.
+	c.Options = container.Options{CPUs: spec.CPUs, MemoryBytes: spec.MemoryBytes, RuntimeTmp: true, Network: container.NetworkNone}
 	if spec.Network == metadata.NetworkEgress {
 		if s.nets == nil {
 			return 0, errdefs.New(api.CodeNetworkUnavailable, "the build's RUN steps need a network, and this cairnd has networking off: build with --network none")
@@ -63,8 +72,19 @@ func (s stepRunner) Run(ctx context.Context, spec build.RunSpec) (int, error) {
 		c.Options.Network, c.NetNS = container.NetworkSandbox, att.NetNS
 		c.Mounts = append(c.Mounts, container.Mount{Source: att.ResolvConf, Destination: "/etc/resolv.conf", ReadOnly: true})
 	}
-	return s.runtime.RunAttached(ctx, c, spec.Output)
+	exit, err := s.runtime.RunAttached(ctx, c, spec.Output)
+	if errors.Is(err, runsc.ErrOutOfMemory) {
+		err = outOfMemory{err}
+	}
+	return exit, err
 }
+
+// outOfMemory is runsc's ErrOutOfMemory as the builder knows it
+// (build.ErrOutOfMemory), its message runsc's.
+type outOfMemory struct{ error }
+
+func (e outOfMemory) Is(target error) bool { return target == build.ErrOutOfMemory }
+func (e outOfMemory) Unwrap() error        { return e.error }
 
 // newBuilder returns how the API gets an image builder: the catalog's
 // images, the pool's cache, RUN steps in containers of runtime with
@@ -76,6 +96,11 @@ func newBuilder(pool *volume.Pool, images *image.Catalog, runtime *runsc.Runsc, 
 	// (the containers are orphans recovery removes, their networks go
 	// with them).
 	os.RemoveAll(runner.dir)
+	// Entries that are no valid key: step entries of an older cairn,
+	// whose keys named no account, which no build looks up again.
+	if n, err := c.Prune(context.Background(), func(cache.Entry) bool { return false }); n > 0 || err != nil {
+		slog.Info("build cache: removed entries of no valid key", "removed", n, "err", err)
+	}
 	return func(fetch oci.FetchOptions) *build.Builder {
 		return build.New(pool, c, buildImages{catalog: images, fetch: fetch}, runner)
 	}
@@ -118,6 +143,14 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 	if untrusted && req.Insecure {
 		return nil, errdefs.New(api.CodeForbidden, "only an admin may pull from a plain-HTTP registry (--insecure)")
 	}
+	limits, err := build.ParseLimits(req.Memory, req.CPUs, req.StepTimeout, s.buildMax)
+	if err != nil {
+		return nil, err
+	}
+	account, err := s.buildAccount(ctx)
+	if err != nil {
+		return nil, err
+	}
 	dir, dockerfile, err := s.receiveContext(ctx, body)
 	if err != nil {
 		return nil, err
@@ -125,9 +158,24 @@ func (s imageService) Build(ctx context.Context, body io.Reader, req api.BuildIm
 	return s.ops.Start("image.build", "image/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer os.RemoveAll(dir)
 		b := s.builder(oci.FetchOptions{Insecure: req.Insecure, Untrusted: untrusted})
-		return b.Build(ctx, build.Request{Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
-			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache}, op.Record)
+		return b.Build(ctx, build.Request{Account: account, Context: dir, Dockerfile: dockerfile, Name: req.Name, Source: req.Source,
+			BuildArgs: req.BuildArgs, Network: req.Network, NoCache: req.NoCache, Limits: limits}, op.Record)
 	}), nil
+}
+
+// buildAccount returns the id of the account the request of ctx is for
+// (the socket's is the default account), whose step cache its build
+// uses.
+func (s imageService) buildAccount(ctx context.Context) (int64, error) {
+	name := metadata.DefaultAccount
+	if c, ok := auth.FromContext(ctx); ok && c.Account != "" {
+		name = c.Account
+	}
+	acct, err := s.accounts.AccountByName(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("the build's account %q: %w", name, err)
+	}
+	return acct.ID, nil
 }
 
 // untrustedPull reports whether the request of ctx is an API token's
@@ -138,12 +186,11 @@ func untrustedPull(ctx context.Context) bool {
 	return ok && c.TokenID != "" && c.Role != auth.RoleAdmin
 }
 
-// maxContext bounds the files of a build context.
-const maxContext = 4 << 30
-
 // receiveContext extracts the build context's tar (body) into a new
-// directory in the pool's work area, with the checks of an image layer
-// (nothing leaves the directory), and takes the Dockerfile out of it.
+// directory in the pool's work area, in the restricted mode of a build
+// context (buildctx.Extract: files, directories and links only, owned by
+// root, nothing leaves the directory), and takes the Dockerfile out of
+// it.
 func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir string, dockerfile []byte, err error) {
 	work := s.Catalog.WorkPath()
 	if err := os.MkdirAll(work, 0o700); err != nil {
@@ -163,18 +210,22 @@ func (s imageService) receiveContext(ctx context.Context, body io.Reader) (dir s
 		return "", nil, err
 	}
 	defer root.Close()
-	if _, err := unpack.Apply(ctx, root, body, unpack.Options{MaxBytes: maxContext}); err != nil {
-		switch {
-		case errdefs.HasCode(err):
-			return "", nil, err
-		case volume.IsFull(err):
-			return "", nil, errdefs.Wrap(api.CodePoolFull, err, "the build context: the pool is full")
-		}
-		return "", nil, errdefs.Wrap(api.CodeInvalidArgument, err, "the build context")
+	if _, err := buildctx.Extract(ctx, root, body, buildctx.ExtractOptions{}); err != nil {
+		return "", nil, err
 	}
 	dockerfile, err = buildctx.ReadDockerfile(root)
 	if err != nil {
 		return "", nil, errdefs.Wrap(api.CodeDockerfile, err, "the build context's Dockerfile (at %s)", api.BuildContextDockerfile)
 	}
 	return dir, dockerfile, nil
+}
+
+// hostMemory is this host's RAM in bytes, the most a build step may be
+// given (as a sandbox); 0 when it cannot be read.
+func hostMemory() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
 }

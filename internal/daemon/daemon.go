@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/image"
+	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/localtier"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -113,6 +114,11 @@ type Config struct {
 	// DATA-DIR/tls).
 	Listen          string
 	TLSCert, TLSKey string
+	// BuildMax caps what a build's RUN steps may be given (--memory,
+	// --cpus, --step-timeout of cairn image build); a zero field is the
+	// host's RAM, its cores, api.MaxStepTimeout. The defaults of a build
+	// that asks nothing are api's, at most these.
+	BuildMax build.Limits
 }
 
 // DefaultDiskSize is the disk size of a sandbox created without --disk,
@@ -292,7 +298,8 @@ func Run(ctx context.Context, cfg Config) error {
 	accessSvc := access.New(store, time.Now)
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
-		Images: imageService{images, ops, newBuilder(pool, images, runtime, netMgr, cfg.DataDir)}, Operations: ops, Ports: ports, Activity: hub,
+		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
+			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
 		Requests: obs,
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {

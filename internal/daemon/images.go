@@ -10,6 +10,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
 	"github.com/cairn-sandbox/cairn/internal/image/oci"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
@@ -21,6 +22,14 @@ type imageService struct {
 	// builder returns the image builder, whose FROMs fetch with the
 	// options given; nil: builds are off.
 	builder func(oci.FetchOptions) *build.Builder
+	// buildMax is the most a build's RUN steps may be given
+	// (build.HostLimits).
+	buildMax build.Limits
+	// accounts finds the account a build runs for (its step cache is
+	// that account's).
+	accounts interface {
+		AccountByName(ctx context.Context, name string) (metadata.Account, error)
+	}
 }
 
 // Pull starts pulling req.Ref; the operation's result is the api.Image.

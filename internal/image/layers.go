@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 )
 
 // The layer cache. A pull keeps the trees of some of its layer chains
@@ -24,7 +25,7 @@ import (
 // of their own.
 
 // layerKey is the cache key of the tree of a chain ID.
-func layerKey(chain v1.Hash) string { return "layers-" + chain.Hex }
+func layerKey(chain v1.Hash) string { return cache.LayersKey(chain.Hex) }
 
 // keepEvery is how many compressed bytes of layers a pull applies, at
 // least, between two chains it keeps, but for its top chain, which it

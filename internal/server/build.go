@@ -8,16 +8,20 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // buildImage receives a build context as the request body (a tar) and
 // starts building the image ?name= from it (202 and the operation; its
 // result is the Image). The query: source, build_arg=K=V (repeated),
-// network, no_cache, insecure.
+// network, no_cache, insecure, and each RUN step's bounds: memory (a
+// size), cpus (a number), step_timeout (a duration), which cairnd checks
+// against what it allows.
 func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	req := api.BuildImageRequest{Name: q.Get("name"), Source: q.Get("source"), Network: q.Get("network")}
+	req := api.BuildImageRequest{Name: q.Get("name"), Source: q.Get("source"), Network: q.Get("network"),
+		Memory: q.Get("memory"), StepTimeout: q.Get("step_timeout")}
 	if req.Name == "" {
 		return errdefs.New(api.CodeInvalidArgument, "build needs the image's name (?name=NAME)")
 	}
@@ -30,6 +34,11 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Insecure, err = queryBool(q, "insecure"); err != nil {
 		return err
+	}
+	if v := q.Get("cpus"); v != "" {
+		if req.CPUs, err = bounds.ParseFloat("cpus", v, api.MinCPUs, api.MaxCPUs, false); err != nil {
+			return err
+		}
 	}
 	for _, kv := range q["build_arg"] {
 		k, v, ok := strings.Cut(kv, "=")

@@ -181,8 +181,9 @@ type Images interface {
 	Import(ctx context.Context, body io.Reader, name, source string) (*operation.Op, error)
 	// Build reads a build context (a tar whose Dockerfile is at
 	// api.BuildContextDockerfile) from body and starts building the
-	// image req.Name from it. V02, I09, L07; the operation's: I01-I10,
-	// L07.
+	// image req.Name from it, each RUN step within req's bounds (at most
+	// cairnd's caps). V02, I09, I13, I14 (the context), L07; the
+	// operation's: I01-I12, L07.
 	Build(ctx context.Context, body io.Reader, req api.BuildImageRequest) (*operation.Op, error)
 	// PruneCache deletes every entry of the layer cache; images and
 	// sandboxes lose nothing.

@@ -145,8 +145,11 @@ func statusOf(code string) int {
 		return http.StatusBadGateway
 	case api.CodePortCredentials:
 		return http.StatusUnauthorized
-	case api.CodeExecFailed, api.CodeImageDamaged, api.CodeDockerfile, api.CodeBuildStepFailed:
+	case api.CodeExecFailed, api.CodeImageDamaged, api.CodeDockerfile, api.CodeBuildStepFailed, api.CodeStepTimeout, api.CodeStepOutOfMemory,
+		api.CodeContextRefused:
 		return http.StatusUnprocessableEntity
+	case api.CodeContextTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case api.CodeDiskLimit, api.CodePoolFull:
 		return http.StatusInsufficientStorage
 	case api.CodeTooManyRequests, api.CodeInsideQuota:

@@ -12,7 +12,11 @@
 // the config it runs under and, for COPY and ADD, the digest of the files
 // it copies. A step whose key is in the cache is not run: the build goes
 // on from the cached tree, so a second build of an unchanged Dockerfile
-// only checks keys, and a change rebuilds from the changed step on.
+// only checks keys, and a change rebuilds from the changed step on. The
+// cache is the account's: a step's entry is named by its key and the
+// account the build runs for (cache.StepKey), and a build looks up and
+// fills only its own account's entries, so that no account ever builds
+// on a tree another account's commands made.
 // docs/images.md#build says what a user sees.
 package build
 
@@ -45,16 +49,20 @@ type Runner interface {
 	Run(ctx context.Context, spec RunSpec) (exit int, err error)
 }
 
-// RunSpec is one RUN step's command.
+// RunSpec is one RUN step's command. The runner holds its sandbox to
+// MemoryBytes and CPUs, and ends it once it uses more memory, with an
+// error wrapping ErrOutOfMemory; its time limit is Run's context's.
 type RunSpec struct {
-	Root     string   // the step's writable subvolume
-	Args     []string // argv
-	Env      []string // "K=v"
-	Cwd      string   // absolute, inside Root
-	UID, GID uint32
-	Groups   []uint32
-	Network  string    // metadata.NetworkEgress or metadata.NetworkNone
-	Output   io.Writer // the command's stdout and stderr
+	Root        string   // the step's writable subvolume
+	Args        []string // argv
+	Env         []string // "K=v"
+	Cwd         string   // absolute, inside Root
+	UID, GID    uint32
+	Groups      []uint32
+	Network     string    // metadata.NetworkEgress or metadata.NetworkNone
+	Output      io.Writer // the command's stdout and stderr
+	MemoryBytes int64     // > 0
+	CPUs        float64   // > 0
 }
 
 // Base is the image a FROM names.
@@ -80,6 +88,9 @@ type Images interface {
 
 // Request is one build.
 type Request struct {
+	// Account is the id of the account the build runs for: its steps
+	// use and fill that account's cache alone.
+	Account    int64
 	Context    string            // the build context: a directory cairnd extracted
 	Dockerfile []byte            // the Dockerfile's text
 	Name       string            // the image to make (-t)
@@ -87,6 +98,9 @@ type Request struct {
 	BuildArgs  map[string]string // --build-arg
 	Network    string            // RUN steps' network: metadata.NetworkEgress (default) or NetworkNone
 	NoCache    bool              // run every step; neither read nor write the cache
+	// Limits bound each RUN step (ParseLimits); a field not set is its
+	// default (every CPU of the host, for CPUs).
+	Limits Limits
 }
 
 // Builder runs builds in one pool.
@@ -108,12 +122,17 @@ const keyVersion = "cairn-build-1"
 
 // Build runs req and returns the image it made. Errors: I09 (the
 // Dockerfile is invalid or uses what is not supported), I10 (a step
-// failed), the base's (I01, I03-I05), the install's (V02, I07, I08), L07.
+// failed), I11 (a RUN step ran past its time), I12 (a RUN step ran out of
+// memory), the base's (I01, I03-I05), the install's (V02, I07, I08), L07.
 // On error nothing of the build is left but the steps it cached.
 func (b *Builder) Build(ctx context.Context, req Request, report Reporter) (api.Image, error) {
 	if report == nil {
 		report = func(api.Progress, string) {}
 	}
+	if req.Account <= 0 {
+		return api.Image{}, fmt.Errorf("build for no account (id %d)", req.Account)
+	}
+	req.Limits = req.Limits.withDefaults()
 	if req.Network == "" {
 		req.Network = metadata.NetworkEgress
 	}

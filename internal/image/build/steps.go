@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/image/buildctx"
+	"github.com/cairn-sandbox/cairn/internal/image/cache"
 	"github.com/cairn-sandbox/cairn/internal/image/dockerfile"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/volume"
@@ -64,6 +67,9 @@ func (r *run) do(ctx context.Context, base Base) (api.Image, error) {
 	config := base.Config
 	n := len(r.steps)
 	hits, ran := 0, 0
+	if slices.ContainsFunc(r.steps, func(st dockerfile.Step) bool { return st.Kind == dockerfile.RunStep }) {
+		r.line("RUN steps: %s", r.req.Limits)
+	}
 	for i, st := range r.steps {
 		title := fmt.Sprintf("Step %d/%d: %s", i+1, n, st.Text)
 		before := config
@@ -93,7 +99,7 @@ func (r *run) do(ctx context.Context, base Base) (api.Image, error) {
 			extra = "network=" + r.req.Network + "\x00" + strings.Join(st.Env, "\x00")
 		}
 		k = key(k, "step", st.Text, configKey(before), extra)
-		stepKey := "step-" + k
+		stepKey := cache.StepKey(r.req.Account, k)
 		if !r.req.NoCache && r.b.cache.Has(stepKey) {
 			r.line("%s (cached)", title)
 			r.stale = &tree{cacheKey: stepKey}
@@ -217,13 +223,24 @@ func (r *run) runCommand(ctx context.Context, root *os.File, st dockerfile.Step,
 		return stepError(st, fmt.Errorf("working directory %s: %w", cwd, err))
 	}
 	out := &lineWriter{emit: func(l string) { r.report(api.Progress{Phase: api.PhaseImage}, " | "+l) }}
-	exit, err := r.b.runner.Run(ctx, RunSpec{Root: r.work, Args: st.Args, Env: runEnv(st.Env, u.Home),
-		Cwd: cwd, UID: u.UID, GID: u.GID, Groups: u.Groups, Network: r.req.Network, Output: out})
+	lim := r.req.Limits
+	sctx, cancel := context.WithTimeoutCause(ctx, lim.StepTimeout, errStepTimeout)
+	exit, err := r.b.runner.Run(sctx, RunSpec{Root: r.work, Args: st.Args, Env: runEnv(st.Env, u.Home),
+		Cwd: cwd, UID: u.UID, GID: u.GID, Groups: u.Groups, Network: r.req.Network, Output: out,
+		MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs})
+	timedOut := err != nil && errors.Is(context.Cause(sctx), errStepTimeout)
+	cancel()
 	out.Flush()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case timedOut:
+		return errdefs.New(api.CodeStepTimeout, "Dockerfile:%d: %s: ended after its time limit of %s (--step-timeout)", st.Line, st.Text, lim.StepTimeout)
+	case errors.Is(err, ErrOutOfMemory):
+		return errdefs.Wrap(api.CodeStepOutOfMemory, err, "Dockerfile:%d: %s: ended for using more than its memory limit of %s (--memory)",
+			st.Line, st.Text, bounds.FormatSize(lim.MemoryBytes))
+	default:
 		return runError(st, err)
 	}
 	if exit != 0 {
@@ -231,6 +248,10 @@ func (r *run) runCommand(ctx context.Context, root *os.File, st dockerfile.Step,
 	}
 	return nil
 }
+
+// errStepTimeout is the cause of a RUN step's context once its time
+// limit is reached.
+var errStepTimeout = errors.New("the step's time limit was reached")
 
 // runError is the error of a RUN step whose sandbox could not run it:
 // the sandbox's code if it has one (N01: no network), else I02, with the

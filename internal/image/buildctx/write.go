@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cairn-sandbox/cairn/internal/image/unpack"
 )
 
 // Names that the context's tar reserves for cairn (see the package
@@ -32,9 +34,10 @@ const (
 // Errors WriteContext and Measure return (wrapped, naming the path).
 var (
 	// ErrReserved: the context holds a name the tar cannot carry: the
-	// reserved directory at its top, or a name starting with ".wh."
-	// (which the layer applier cairnd extracts the tar with takes for
-	// a whiteout).
+	// reserved directory at its top, a name starting with ".wh." (which
+	// the layer applier cairnd extracts the tar with takes for a
+	// whiteout), or a name or link target that is not UTF-8 or holds
+	// control characters (which cairnd refuses, see Extract).
 	ErrReserved = errors.New("a name the build context cannot hold")
 	// ErrTooLarge: the context's files hold more than MaxBytes.
 	ErrTooLarge = errors.New("build context too large")
@@ -228,11 +231,14 @@ func (cw *contextWriter) entry(rel, name string) error {
 	if excluded && (reserved || !st.IsDir() || !cw.ignore.Reincludes(rel)) {
 		return nil
 	}
+	plain := unpack.PlainName(name)
 	switch {
 	case rel == ReservedDir:
 		return fmt.Errorf("%w: %q is cairn's (exclude it in .dockerignore)", ErrReserved, rel)
 	case reserved:
 		return fmt.Errorf("%w: %q starts with %q (exclude it in .dockerignore)", ErrReserved, rel, whiteoutPrefix)
+	case plain != nil:
+		return fmt.Errorf("%w: %q: %v (rename it, or exclude it in .dockerignore)", ErrReserved, rel, plain)
 	case excluded:
 		// Something inside may be sent after all: the directory goes
 		// before it, if it is.
@@ -264,6 +270,9 @@ func (cw *contextWriter) entry(rel, name string) error {
 		hdr, err := cw.header(rel, rel, st)
 		if err != nil {
 			return err
+		}
+		if err := unpack.PlainName(target); err != nil {
+			return fmt.Errorf("%w: the symbolic link %q: its target: %v (exclude it in .dockerignore)", ErrReserved, rel, err)
 		}
 		hdr.Linkname = target
 		return cw.emit(hdr, nil)

@@ -209,6 +209,26 @@ func TestWriteContextRefusals(t *testing.T) {
 			t.Errorf("excluded: %v", err)
 		}
 	})
+	// cairnd refuses names a terminal could be attacked with (I13): the
+	// CLI says so before it sends anything, unless they are excluded.
+	for name, spec := range map[string][]string{
+		"escape in a name":  {"a\x1b[2Jb", "x"},
+		"newline in a name": {"d/a\nb", "x"},
+		"not UTF-8":         {"caf\xe9", "x"},
+		"escape in a link":  {"l", "-> \x1b[2J"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			tree(t, dir, append([]string{"Dockerfile", "FROM x"}, spec...)...)
+			if _, err := buildctx.Measure(dir, buildctx.WriteOptions{}); !errors.Is(err, buildctx.ErrReserved) {
+				t.Errorf("got %v, want ErrReserved", err)
+			}
+			tree(t, dir, ".dockerignore", spec[0][:1]+"*\n")
+			if _, err := buildctx.Measure(dir, buildctx.WriteOptions{}); err != nil {
+				t.Errorf("excluded: %v", err)
+			}
+		})
+	}
 	t.Run("too large", func(t *testing.T) {
 		dir := t.TempDir()
 		tree(t, dir, "Dockerfile", "FROM x", "big", strings.Repeat("x", 1000))

@@ -7,6 +7,14 @@
 // and complete or not there. Entries are evictable at any time: nothing
 // refers to one but work that holds it (Use) while snapshotting from it;
 // images and sandboxes are snapshots of their own and keep their extents.
+//
+// Keys say whose an entry is. A layer chain's ("layers-HASH", LayersKey)
+// is everyone's: its tree is the layers' content, named by their digests,
+// and any pull of those layers makes the same one. A build step's
+// ("step-ACCOUNT-HASH", StepKey) is its account's alone: a RUN step's
+// tree is whatever the command made of it, so a step another account
+// built is never a hit (it could hold that account's files, or a tree it
+// poisoned), and the account is read back from the key (Entry.Account).
 package cache
 
 import (
@@ -16,18 +24,43 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/volume"
 )
 
-// keyPattern is what a key must match: a kind and a sha256 in hex
-// ("layers-…", "step-…").
-var keyPattern = regexp.MustCompile(`^[a-z]+-[0-9a-f]{64}$`)
+// keyPattern is what a key must match: a layer chain's, or a build
+// step's with its account (a positive id, in decimal without leading
+// zeros), each with a sha256 in hex.
+var keyPattern = regexp.MustCompile(`^(layers-[0-9a-f]{64}|step-[1-9][0-9]{0,18}-[0-9a-f]{64})$`)
 
 // ValidKey reports whether key can name an entry.
 func ValidKey(key string) bool { return keyPattern.MatchString(key) }
+
+// LayersKey is the key of the tree of a chain of layers whose chain id
+// is the hex sha256 hash: shared by every account.
+func LayersKey(hash string) string { return "layers-" + hash }
+
+// StepKey is the key of a build step's tree in account's cache, hash
+// being the step's own key (a hex sha256).
+func StepKey(account int64, hash string) string {
+	return "step-" + strconv.FormatInt(account, 10) + "-" + hash
+}
+
+// accountOf returns the account of a valid key, 0 for a key of no
+// account (a layer chain's).
+func accountOf(key string) int64 {
+	rest, ok := strings.CutPrefix(key, "step-")
+	if !ok {
+		return 0
+	}
+	id, _, _ := strings.Cut(rest, "-")
+	n, _ := strconv.ParseInt(id, 10, 64)
+	return n
+}
 
 // Cache is the pool's cache. Use and Put may run at once; Prune waits
 // for every Use to end and holds new ones back while it deletes.
@@ -43,6 +76,9 @@ func New(pool *volume.Pool) *Cache { return &Cache{pool: pool} }
 type Entry struct {
 	Key       string
 	CreatedAt time.Time
+	// Account is the account whose build made a step's entry; 0 for a
+	// layer chain's (everyone's) and for what is not a valid key.
+	Account int64
 }
 
 // Use calls fn with the path of entry key while no prune can delete it,
@@ -101,6 +137,9 @@ func (c *Cache) Entries() ([]Entry, error) {
 	var out []Entry
 	for _, n := range names {
 		e := Entry{Key: n}
+		if ValidKey(n) {
+			e.Account = accountOf(n)
+		}
 		if fi, err := os.Stat(c.pool.CachePath(n)); err == nil {
 			e.CreatedAt = fi.ModTime().UTC()
 		}
@@ -110,9 +149,25 @@ func (c *Cache) Entries() ([]Entry, error) {
 	return out, nil
 }
 
+// EntriesOf lists the entries of account's build steps, oldest first.
+func (c *Cache) EntriesOf(account int64) ([]Entry, error) {
+	all, err := c.Entries()
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, e := range all {
+		if account > 0 && e.Account == account {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 // Prune deletes every entry remove says to (all of them when remove is
 // nil) and returns how many went. What is not a valid entry (a stray
-// file) goes too.
+// file, a step's entry of an older cairn, whose key named no account)
+// goes too.
 func (c *Cache) Prune(ctx context.Context, remove func(Entry) bool) (int, error) {
 	entries, err := c.Entries()
 	if err != nil {

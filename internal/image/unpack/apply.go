@@ -55,6 +55,11 @@ type Options struct {
 	// headers give, holes of sparse files included). 0 is DefaultMaxBytes.
 	// For a bound on a whole image, pass what earlier layers left of it.
 	MaxBytes int64
+	// Restricted, if not nil, applies the tar as a tree a user sent (a
+	// build context), not as an image layer: files, directories and
+	// symbolic links only, owned by its UID:GID, no setuid or setgid, no
+	// extended attributes, names checked (restricted.go).
+	Restricted *Restriction
 }
 
 // Stats says what one Apply did.
@@ -66,6 +71,9 @@ type Stats struct {
 	// namespaces cairn does not apply, user.* on symbolic links and
 	// devices, and those the file system does not support (ENOTSUP).
 	XattrsSkipped int
+	// SetIDCleared counts the entries whose setuid or setgid bit a
+	// restricted Apply cleared.
+	SetIDCleared int
 }
 
 // Apply applies one layer, an uncompressed tar stream, on top of what the
@@ -118,6 +126,7 @@ type applier struct {
 
 	maxEntries int
 	maxBytes   int64
+	restricted *Restriction
 	made       int // objects: entries and directories made for them
 	stats      Stats
 	buf        []byte
@@ -139,6 +148,7 @@ func newApplier(ctx context.Context, root *hosttree.Dir, opts Options) *applier 
 		cur:        cursor{root: root},
 		maxEntries: opts.MaxEntries,
 		maxBytes:   opts.MaxBytes,
+		restricted: opts.Restricted,
 		buf:        make([]byte, 256<<10),
 	}
 	if a.maxEntries <= 0 {
@@ -218,6 +228,11 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 	if err := a.count(1); err != nil {
 		return err
 	}
+	if a.restricted != nil {
+		if err := a.restricted.check(hdr); err != nil {
+			return err
+		}
+	}
 	if hdr.Typeflag == tar.TypeXGlobalHeader {
 		return nil
 	}
@@ -233,6 +248,9 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 	m, err := metaOf(hdr)
 	if err != nil {
 		return err
+	}
+	if a.restricted != nil {
+		a.restrict(&m)
 	}
 	if len(comps) == 0 {
 		if hdr.Typeflag != tar.TypeDir {
@@ -278,7 +296,8 @@ func (a *applier) marker(parent []string, base string) error {
 }
 
 // makeParent makes the directory name in d for an entry below it that
-// has no entry of its own: 0755, owned by root.
+// has no entry of its own: 0755, owned by root (or a restricted Apply's
+// owner).
 func (a *applier) makeParent(d *hosttree.Dir, name string) (*hosttree.Dir, error) {
 	if err := a.count(1); err != nil {
 		return nil, err
@@ -296,7 +315,8 @@ func (a *applier) makeParent(d *hosttree.Dir, name string) (*hosttree.Dir, error
 	}
 	fd, err := c.Fd()
 	if err == nil {
-		err = unix.Fchown(fd, 0, 0)
+		uid, gid := a.parentOwner()
+		err = unix.Fchown(fd, uid, gid)
 	}
 	if err == nil {
 		err = unix.Fchmod(fd, 0o755)

@@ -82,6 +82,11 @@ func HostOOMKills(id string) (int, error) {
 	if dir == "" {
 		return 0, errors.New("no memory cgroup")
 	}
+	return oomKills(dir, v2)
+}
+
+// oomKills is the oom_kill counter of the memory cgroup dir.
+func oomKills(dir string, v2 bool) (int, error) {
 	file := "memory.oom_control"
 	if v2 {
 		file = "memory.events"

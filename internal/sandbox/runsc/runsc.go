@@ -434,8 +434,10 @@ func logTail(path string, offset int64) string {
 // RunAttached runs spec's container in the foreground, its process's
 // output (stdout and stderr) going to out, and returns the process's exit
 // status once it ends. The container is deleted before it returns; if ctx
-// ends first, its processes are killed and the error is ctx's. spec
-// should have a Process (a build step's command).
+// ends first, its processes are killed and the error is ctx's. With a
+// memory limit, a container that uses all it allows is ended and the
+// error wraps ErrOutOfMemory (stepmem.go). spec should have a Process (a
+// build step's command).
 func (r *Runsc) RunAttached(ctx context.Context, spec Spec, out io.Writer) (exit int, err error) {
 	if !spec.Network.Valid() {
 		return 0, fmt.Errorf("runsc run: unknown network mode %q", spec.Network)
@@ -456,9 +458,10 @@ func (r *Runsc) RunAttached(ctx context.Context, spec Spec, out io.Writer) (exit
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	select {
-	case err = <-waited:
-	case <-ctx.Done():
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	mem := r.watchMemory(wctx, spec)
+	end := func() {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		if r.killProcesses(kctx, spec.ID) != nil {
 			r.run(kctx, "kill", "--all", spec.ID, "9")
@@ -470,7 +473,19 @@ func (r *Runsc) RunAttached(ctx context.Context, spec Spec, out io.Writer) (exit
 			cmd.Process.Kill()
 			<-waited
 		}
+	}
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		end()
 		return 0, ctx.Err()
+	case <-mem.outOfMemory():
+		end()
+		return 0, mem.err()
+	}
+	stopWatch()
+	if mem.ended() {
+		return 0, mem.err()
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
