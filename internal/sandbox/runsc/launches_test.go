@@ -2,7 +2,10 @@ package runsc
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,6 +33,18 @@ func TestSettleLaunchesWaitsForLeftovers(t *testing.T) {
 	}
 	if err := left.Start(); err != nil {
 		t.Fatal(err)
+	}
+	// Under load the child may not have exec'd yet: until it has, its
+	// command line is the test binary's, and no launch shows.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", left.Process.Pid))
+		if strings.Contains(string(cmdline), r.stateRoot) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the launch's command line never showed: %q", cmdline)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	time.AfterFunc(500*time.Millisecond, func() { in.Close() })
 	exited := make(chan struct{})
