@@ -227,3 +227,57 @@ type DiskUsage struct {
 	// included: what counts against its size (Sandbox.DiskBytes).
 	Used int64 `json:"used"`
 }
+
+// RemoteCheckpoint is a checkpoint the account's off-site repository
+// holds, as its manifest describes it (GET /v1/offsite/checkpoints): on a
+// new host, what a dead one uploaded.
+type RemoteCheckpoint struct {
+	Manifest string `json:"manifest"` // its manifest's name in the repository
+	// Known is true when a checkpoint here names the manifest; Checkpoint
+	// is then its global id.
+	Known      bool   `json:"known"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Locations are the locations that hold all of it.
+	Locations []string `json:"locations"`
+	// What the manifest says of it; absent from a manifest written before
+	// manifests carried it (Error says so).
+	GlobalID    string    `json:"global_id,omitempty"`
+	Sandbox     string    `json:"sandbox,omitempty"`
+	SandboxID   string    `json:"sandbox_id,omitempty"`
+	ID          string    `json:"id,omitempty"` // per sandbox: v3, auto-…
+	Name        string    `json:"name,omitempty"`
+	Trigger     string    `json:"trigger,omitempty"`
+	Consistency string    `json:"consistency,omitempty"`
+	Comment     string    `json:"comment,omitempty"`
+	Label       string    `json:"label,omitempty"`
+	Image       string    `json:"image,omitempty"`
+	HasMemory   bool      `json:"has_memory,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	// Error says why it cannot be imported ("" when it can).
+	Error string `json:"error,omitempty"`
+}
+
+// ImportRequest is the body of POST /v1/offsite/import: every checkpoint
+// off-site holds that no checkpoint here names (All), or those of the
+// given manifests.
+type ImportRequest struct {
+	All       bool     `json:"all,omitempty"`
+	Manifests []string `json:"manifests,omitempty"`
+}
+
+// ImportResult answers an import: the checkpoints made (restorable from
+// off-site), and what was passed over and why.
+type ImportResult struct {
+	Imported []Checkpoint    `json:"imported"`
+	Skipped  []ImportSkipped `json:"skipped"`
+	// Notes are what an import changed: a snapshot name taken here is
+	// dropped.
+	Notes []ImportSkipped `json:"notes,omitempty"`
+}
+
+// ImportSkipped is a manifest an import passed over, and why (or, in
+// Notes, what it changed).
+type ImportSkipped struct {
+	Manifest string `json:"manifest"`
+	Reason   string `json:"reason"`
+}

@@ -67,6 +67,19 @@ func (c *Client) KeepCheckpoint(ctx context.Context, name, id string) (api.Check
 	return out, c.do(ctx, "POST", sandboxPath(name)+"/checkpoints/"+url.PathEscape(id)+"/keep", nil, &out)
 }
 
+// OffsiteCheckpoints lists what the account's off-site repository holds.
+func (c *Client) OffsiteCheckpoints(ctx context.Context) ([]api.RemoteCheckpoint, error) {
+	var out []api.RemoteCheckpoint
+	return out, c.do(ctx, "GET", "/v1/offsite/checkpoints", nil, &out)
+}
+
+// ImportOffsite makes checkpoints here for what the off-site repository
+// holds and this host does not know.
+func (c *Client) ImportOffsite(ctx context.Context, req api.ImportRequest) (api.ImportResult, error) {
+	var out api.ImportResult
+	return out, c.do(ctx, "POST", "/v1/offsite/import", req, &out)
+}
+
 // EvictCheckpoint drops the local copy of a checkpoint that both off-site
 // locations hold; it restores from off-site from then on. It returns the
 // checkpoint.

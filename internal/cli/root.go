@@ -180,6 +180,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newWhoamiCommand(g),
 		newServerCommand(g),
 		newVerifyCommand(g),
+		newOffsiteCommand(g),
 		newOperationCommand(g),
 		newVersionCommand(g),
 	)

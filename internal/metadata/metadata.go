@@ -329,6 +329,11 @@ type Checkpoint struct {
 	// checkpoint's tree, a reason no retry changes ("" when it can): the
 	// upload queue skips it. Changed by SetCheckpointUnstorable.
 	OffsiteUnstorable string
+	// ImportedAt is when ImportCheckpoint stored it (read back from
+	// off-site: a host that took it is gone); zero for a checkpoint taken
+	// here. Retention counts a sandbox without a row as deleted no
+	// earlier than its checkpoints' import.
+	ImportedAt time.Time
 	// DiskPath is where the checkpoint's disk (a read-only subvolume)
 	// lives, relative to the pool's root ("checkpoints/<id>"); "" when it
 	// has no local copy (a restore then reads it off-site). Changed by
@@ -435,6 +440,35 @@ func (ck Checkpoint) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidateImport checks a checkpoint given to ImportCheckpoint: as
+// Validate, except that its Seq may be a v-id, and it must name its
+// off-site manifest and no local disk or memory image.
+func (ck Checkpoint) ValidateImport() error {
+	v := ck
+	if isManualSeq(v.Seq) {
+		v.Seq = ""
+	}
+	switch {
+	case ck.Seq == "":
+		return fmt.Errorf("invalid imported checkpoint %s: no seq", ck.ID)
+	case ck.OffsiteManifest == "":
+		return fmt.Errorf("invalid imported checkpoint %s: no off-site manifest", ck.ID)
+	case ck.DiskPath != "" || ck.MemoryPath != "":
+		return fmt.Errorf("invalid imported checkpoint %s: it has no local disk or memory image here", ck.ID)
+	}
+	return v.Validate()
+}
+
+// ManualSeqNumber returns N of a store-assigned id v<N>; ok is false for
+// any other id.
+func ManualSeqNumber(seq string) (n int64, ok bool) {
+	if !isManualSeq(seq) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(seq[1:], 10, 64)
+	return n, err == nil
 }
 
 func validTrigger(t string) bool {
@@ -597,6 +631,15 @@ type Store interface {
 	// MemoryPath) or is on DiskDeletes; ErrNotFound when ck.AccountID is
 	// no account.
 	CreateCheckpoint(ctx context.Context, ck Checkpoint) (Checkpoint, error)
+	// ImportCheckpoint stores a checkpoint read from the account's
+	// off-site repository (a host that knew it is gone): as
+	// CreateCheckpoint, but ck must name its OffsiteManifest and have no
+	// DiskPath nor MemoryPath, its Seq is kept as given (a v-id too, which
+	// then takes no number from a counter), and it needs no sandbox row.
+	// When a sandbox with ck.SandboxID exists in the account, its counter
+	// is raised past a v-id, so that it never gives the same one. It must
+	// pass ValidateImport; the same ErrConflict and ErrNotFound cases.
+	ImportCheckpoint(ctx context.Context, ck Checkpoint) (Checkpoint, error)
 	// CheckpointByID returns the checkpoint with that account-wide id, or
 	// ErrNotFound.
 	CheckpointByID(ctx context.Context, id string) (Checkpoint, error)

@@ -107,6 +107,8 @@ type Service struct {
 	secret   []byte
 	locs     []repo.Location
 	freshKey bool // this daemon made the key file: no repository can exist for it yet
+
+	metas map[string]remoteMeta // manifest → what it says (manifests never change)
 }
 
 type transfer struct {
@@ -485,7 +487,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	s.upload = t
 	s.mu.Unlock()
 	dir := held.Path()
-	opts := repo.BackupOptions{}
+	opts := repo.BackupOptions{Meta: metaOf(ck)}
 	if p := s.parentOf(ctx, r, ck, cks); p != nil {
 		opts.Parent = &repo.ManifestRef{ID: p.OffsiteManifest}
 		// The parent's disk too, if it is still here: changed files then

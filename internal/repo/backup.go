@@ -91,6 +91,10 @@ type BackupOptions struct {
 	// progressEvery while the backup runs, and once more at the end. Calls
 	// never overlap; Progress must not call the Repository.
 	Progress func(Stats)
+	// Meta is stored, encrypted, in the manifest (at most
+	// manifest.MaxMeta bytes): what the writer wants a reader without its
+	// own records to know of the checkpoint. Read back by Meta.
+	Meta []byte
 }
 
 // Backup stores the tree at srcDir as a new checkpoint and returns its
@@ -103,12 +107,15 @@ type BackupOptions struct {
 // wraps each location's, ErrConflict included), leaving every location as
 // it was apart from unreferenced objects that GC removes.
 func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptions) (ManifestRef, Stats, error) {
+	if len(opts.Meta) > manifest.MaxMeta {
+		return ManifestRef{}, Stats{}, fmt.Errorf("backup: meta of %d bytes exceeds %d", len(opts.Meta), manifest.MaxMeta)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := &backupRun{r: r, ctx: ctx, failed: map[*location]error{}, pending: map[crypto.ID]bool{},
 		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight), progress: opts.Progress,
 		chunkBufs: sync.Pool{New: func() any { b := make([]byte, 0, chunker.MaxSize); return &b }}}
-	ref, err := b.run(srcDir, opts.Parent, opts.ParentDir)
+	ref, err := b.run(srcDir, opts.Parent, opts.ParentDir, opts.Meta)
 	if b.parentDir != nil {
 		b.parentDir.Close()
 	}
@@ -121,7 +128,7 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 	return ref, b.snapshot(), err
 }
 
-func (b *backupRun) run(srcDir string, parent *ManifestRef, parentDir string) (ManifestRef, error) {
+func (b *backupRun) run(srcDir string, parent *ManifestRef, parentDir string, meta []byte) (ManifestRef, error) {
 	r, ctx := b.r, b.ctx
 	for _, l := range r.locs {
 		if l.err != nil {
@@ -168,7 +175,7 @@ func (b *backupRun) run(srcDir string, parent *ManifestRef, parentDir string) (M
 	if parent == nil {
 		b.level = compress.Better
 	}
-	m := &manifest.Manifest{Created: time.Now().UnixNano()}
+	m := &manifest.Manifest{Created: time.Now().UnixNano(), Meta: meta}
 	b.startSealers(min(runtime.GOMAXPROCS(0), maxSealers))
 	err := b.walk(srcDir, m)
 	if err != nil {

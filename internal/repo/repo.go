@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/repo/compress"
 	"github.com/cairn-sandbox/cairn/internal/repo/crypto"
 	"github.com/cairn-sandbox/cairn/internal/repo/index"
+	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 	"github.com/cairn-sandbox/cairn/internal/repo/pack"
 )
 
@@ -610,6 +611,26 @@ func (r *Repository) location(name string) (*location, error) {
 		}
 	}
 	return nil, fmt.Errorf("no location named %q", name)
+}
+
+// ManifestInfo is what a manifest says of its checkpoint besides the tree.
+type ManifestInfo struct {
+	Created time.Time // when the backup was made
+	Meta    []byte    // BackupOptions.Meta; nil if none was given
+}
+
+// Info reads the manifest of ref (authenticated, from the first location
+// with an intact copy) and returns when it was made and its Meta.
+func (r *Repository) Info(ctx context.Context, ref ManifestRef) (ManifestInfo, error) {
+	plain, err := r.loadManifest(ctx, ref)
+	if err != nil {
+		return ManifestInfo{}, err
+	}
+	m, err := manifest.Decode(plain)
+	if err != nil {
+		return ManifestInfo{}, fmt.Errorf("manifest %s: %w", ref.ID, err)
+	}
+	return ManifestInfo{Created: time.Unix(0, m.Created), Meta: m.Meta}, nil
 }
 
 // loadManifest returns the checked and decrypted plaintext of a manifest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +98,44 @@ func TestRetentionOfDeletedSandboxes(t *testing.T) {
 		if _, err := store.CheckpointByID(ctx, id); err != nil {
 			t.Errorf("checkpoint %s (a named snapshot, or a manual one of a sandbox that exists) is gone: %v", id, err)
 		}
+	}
+}
+
+// Checkpoints imported from off-site (a dead host's, months old) are not
+// handed to retention at once: their sandbox counts as deleted at the
+// import.
+func TestRetentionOfImportedCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "meta.db"), func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	acct, err := store.EnsureAccount(ctx, metadata.DefaultAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, trigger := range []string{api.TriggerManual, api.TriggerInterval, api.TriggerDelete} {
+		ck := metadata.Checkpoint{ID: "00000000000000e" + string(rune('1'+i)), AccountID: acct.ID, SandboxID: "00000000000000b1", SandboxName: "old",
+			Seq: []string{"v1", "auto-20260101T000000Z", "auto-20260102T000000Z"}[i], Trigger: trigger, Consistency: metadata.ConsistencyFrozen,
+			OffsiteManifest: strings.Repeat("ab", 31) + "0" + string(rune('1'+i)), CreatedAt: now.Add(-90 * 24 * time.Hour)}
+		if _, err := store.ImportCheckpoint(ctx, ck); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp := &recordingExpirer{store: store}
+	m := New(Config{Store: store, Expirer: exp})
+	if err := m.applyRetention(ctx, nil, map[string]bool{}, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.ids) != 0 {
+		t.Fatalf("an hour after the import of 90-day-old checkpoints, retention deleted %v", exp.ids)
+	}
+	if err := m.applyRetention(ctx, nil, map[string]bool{}, now.Add(15*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.ids) != 3 {
+		t.Fatalf("15 days after the import, retention deleted %v; want all three", exp.ids)
 	}
 }

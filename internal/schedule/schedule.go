@@ -244,10 +244,19 @@ func automatic(cks []metadata.Checkpoint) []metadata.Checkpoint {
 func (m *Scheduler) retentionVictims(sbID string, cks []metadata.Checkpoint, alive bool, now time.Time) []metadata.Checkpoint {
 	if !alive {
 		deletedAt := cks[len(cks)-1].CreatedAt
+		var importedAt time.Time
 		for _, ck := range cks {
 			if ck.Trigger == api.TriggerDelete {
 				deletedAt = ck.CreatedAt
 			}
+			if ck.ImportedAt.After(importedAt) {
+				importedAt = ck.ImportedAt
+			}
+		}
+		// A dead host's checkpoints, imported from off-site: their 14 days
+		// start no earlier than the import.
+		if importedAt.After(deletedAt) {
+			deletedAt = importedAt
 		}
 		if checkpoint.ExpiredAfterDelete(deletedAt, now) {
 			return cks

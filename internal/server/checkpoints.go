@@ -184,6 +184,31 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) offsiteCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.accounts.OffsiteCheckpoints(r.Context(), s.account(r))
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []api.RemoteCheckpoint{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) importOffsite(w http.ResponseWriter, r *http.Request) error {
+	var req api.ImportRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	res, err := s.accounts.ImportOffsite(r.Context(), s.account(r), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
 func (s *Server) verify(w http.ResponseWriter, r *http.Request) error {
 	var req api.VerifyRequest
 	if r.ContentLength != 0 {

@@ -162,6 +162,13 @@ type Accounts interface {
 	// locally or off-site; it completes with an api.VerifyReport. V02
 	// (a location without off-site), R01 (off-site disabled).
 	Verify(ctx context.Context, account string, req api.VerifyRequest) (*operation.Op, error)
+	// OffsiteCheckpoints lists what the account's off-site repository
+	// holds (R01 when off-site copies are off or it cannot be opened).
+	OffsiteCheckpoints(ctx context.Context, account string) ([]api.RemoteCheckpoint, error)
+	// ImportOffsite makes checkpoints here for what the repository holds
+	// and this host does not know. V02 (neither all nor manifests, or
+	// both), R01, R02 (a manifest it does not hold).
+	ImportOffsite(ctx context.Context, account string, req api.ImportRequest) (api.ImportResult, error)
 }
 
 // Images is the catalog of images sandboxes are made from.

@@ -246,6 +246,16 @@ func (f *fake) Account(_ context.Context, account string) (api.AccountInfo, erro
 	return api.AccountInfo{Name: account}, f.err
 }
 
+func (f *fake) OffsiteCheckpoints(_ context.Context, account string) ([]api.RemoteCheckpoint, error) {
+	f.record("OffsiteCheckpoints", account)
+	return []api.RemoteCheckpoint{{Manifest: "m1", Sandbox: "web", ID: "v3"}}, f.err
+}
+
+func (f *fake) ImportOffsite(_ context.Context, account string, req api.ImportRequest) (api.ImportResult, error) {
+	f.record("ImportOffsite", account, req)
+	return api.ImportResult{Imported: []api.Checkpoint{{ID: "v3", Sandbox: "web"}}, Skipped: []api.ImportSkipped{}}, f.err
+}
+
 func (f *fake) Verify(_ context.Context, account string, req api.VerifyRequest) (*operation.Op, error) {
 	return f.op("Verify", account, req)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -14,7 +15,7 @@ import (
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
 	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest,
-	disk_path, memory_path, from_inside, offsite_unstorable`
+	disk_path, memory_path, from_inside, offsite_unstorable, imported_at`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -42,7 +43,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '')`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
@@ -60,6 +61,39 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 	})
 	if err != nil {
 		return metadata.Checkpoint{}, fmt.Errorf("metadata: create checkpoint %s of sandbox %s: %w", ck.ID, ck.SandboxID, err)
+	}
+	return stored, nil
+}
+
+// ImportCheckpoint implements metadata.Store.
+func (s *Store) ImportCheckpoint(ctx context.Context, ck metadata.Checkpoint) (metadata.Checkpoint, error) {
+	if err := ck.ValidateImport(); err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: import checkpoint: %w", err)
+	}
+	ck.CreatedAt = s.stamp(ck.CreatedAt)
+	ck.ImportedAt = s.stamp(time.Time{})
+	var stored metadata.Checkpoint
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
+			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
+			int64(ck.RootGeneration), formatTime(ck.CreatedAt), ck.OffsiteManifest, "", "", ck.FromInside, ck.OffsiteUnstorable,
+			formatTime(ck.ImportedAt))
+		if err != nil {
+			return checkpointWriteError(err, ck)
+		}
+		if n, ok := metadata.ManualSeqNumber(ck.Seq); ok {
+			if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET next_checkpoint = MAX(next_checkpoint, ?)
+				WHERE id = ? AND account_id = ?`, n+1, ck.SandboxID, ck.AccountID); err != nil {
+				return fmt.Errorf("raise the manual id counter: %w", err)
+			}
+		}
+		stored, err = scanCheckpoint(tx.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE id = ?`, ck.ID))
+		return err
+	})
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: import checkpoint %s of sandbox %s: %w", ck.ID, ck.SandboxID, err)
 	}
 	return stored, nil
 }
@@ -186,10 +220,11 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		gen     int64
 		created string
 		offsite sql.NullString
+		import_ string
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
 		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite,
-		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable)
+		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable, &import_)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {
@@ -209,6 +244,11 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		}
 	}
 	ck.Name, ck.RootGeneration, ck.OffsiteManifest = name.String, uint64(gen), offsite.String
+	if import_ != "" {
+		if ck.ImportedAt, err = parseTime(import_); err != nil {
+			return metadata.Checkpoint{}, err
+		}
+	}
 	ck.CreatedAt, err = parseTime(created)
 	return ck, err
 }

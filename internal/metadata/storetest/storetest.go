@@ -92,6 +92,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SandboxCrashed", testSandboxCrashed},
 		{"LastOOMKill", testLastOOMKill},
 		{"CheckpointOffsite", testCheckpointOffsite},
+		{"ImportCheckpoint", testImportCheckpoint},
 		{"OffsiteDeletes", testOffsiteDeletes},
 		{"Leases", testLeases},
 		{"DiskPaths", testDiskPaths},

@@ -14,8 +14,12 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/repo/wire"
 )
 
-// Version is the format version Encode writes.
-const Version = 1
+// Version is the format version Encode writes. Version 1 (no Meta) is
+// still read.
+const Version = 2
+
+// MaxMeta bounds Manifest.Meta.
+const MaxMeta = 64 << 10
 
 // MaxChunk bounds a chunk's length.
 const MaxChunk = 1 << 20
@@ -71,7 +75,11 @@ type Node struct {
 // children.
 type Manifest struct {
 	Created int64 // Unix ns
-	Nodes   []Node
+	// Meta is what the writer says about the checkpoint (cairnd: its
+	// metadata as JSON, so a new host can list and import it); opaque
+	// here, at most MaxMeta bytes, nil in a version 1 manifest.
+	Meta  []byte
+	Nodes []Node
 }
 
 // Encode returns the plaintext encoding of m.
@@ -79,6 +87,7 @@ func Encode(m *Manifest) []byte {
 	e := wire.Encoder{}
 	e.Byte(Version)
 	e.Varint(m.Created)
+	e.Bytes(m.Meta)
 	e.Uvarint(uint64(len(m.Nodes)))
 	for i := range m.Nodes {
 		n := &m.Nodes[i]
@@ -118,10 +127,19 @@ const minNode = 18
 // Decode decodes and validates a manifest.
 func Decode(b []byte) (*Manifest, error) {
 	d := wire.NewDecoder(b)
-	if v := d.Byte(); v != Version && d.Err() == nil {
+	v := d.Byte()
+	if v != 1 && v != Version && d.Err() == nil {
 		d.Fail("manifest version %d not supported", v)
 	}
 	m := &Manifest{Created: d.Varint()}
+	if v >= 2 {
+		if m.Meta = d.Bytes(); len(m.Meta) > MaxMeta {
+			d.Fail("manifest meta of %d bytes exceeds %d", len(m.Meta), MaxMeta)
+		}
+		if len(m.Meta) == 0 {
+			m.Meta = nil
+		}
+	}
 	count := d.Count(minNode)
 	m.Nodes = make([]Node, 0, count)
 	for range count {

@@ -11,7 +11,7 @@ import (
 
 func sample() *Manifest {
 	id := crypto.ID{1, 2, 3}
-	return &Manifest{Created: 1700000000123456789, Nodes: []Node{
+	return &Manifest{Created: 1700000000123456789, Meta: []byte(`{"sandbox":"web"}`), Nodes: []Node{
 		{Path: ".", Type: Dir, Mode: 0o755},
 		{Path: "dir", Type: Dir, Mode: 0o1777, UID: 1000, GID: 1000, Mtime: -5},
 		{Path: "dir/file", Type: File, Mode: 0o4755, Size: 300, Inode: 42, Ctime: 7,
@@ -35,6 +35,29 @@ func TestRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
 	}
+}
+
+// A version 1 manifest (before Meta) reads as one without Meta.
+func TestVersion1(t *testing.T) {
+	m := sample()
+	b := Encode(m)
+	// Version 1 is version 2 without the meta field.
+	v1 := append([]byte{1}, b[1:1+varintLen(m.Created)]...)
+	v1 = append(v1, b[1+varintLen(m.Created)+1+len(m.Meta):]...)
+	got, err := Decode(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Meta = nil
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("version 1:\n got %+v\nwant %+v", got, m)
+	}
+}
+
+func varintLen(v int64) int {
+	e := wire.Encoder{}
+	e.Varint(v)
+	return len(e.B)
 }
 
 func TestInvalid(t *testing.T) {
@@ -65,9 +88,14 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 	b := Encode(sample())
-	b[0] = 2
+	b[0] = 3
 	if _, err := Decode(b); err == nil {
 		t.Error("unknown version accepted")
+	}
+	big := sample()
+	big.Meta = make([]byte, MaxMeta+1)
+	if _, err := Decode(Encode(big)); err == nil {
+		t.Error("a meta past MaxMeta accepted")
 	}
 	for n := range len(b) {
 		if _, err := Decode(Encode(sample())[:n]); err == nil {

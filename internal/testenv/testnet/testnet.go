@@ -172,7 +172,26 @@ func takeSlot() (*os.File, int, error) {
 	}
 }
 
+// removeLeftovers deletes the uplink a killed test left for this slot
+// (its host-side address, a "ci" name): holding the slot's lock, nothing
+// alive owns it, and its routes would make this one's fail.
+func (in *Internet) removeLeftovers() {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); !ok || ip.Unmap() != in.hostSide.Addr() {
+			continue
+		}
+		if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil && strings.HasPrefix(l.Attrs().Name, "ci") {
+			netlink.LinkDel(l)
+		}
+	}
+}
+
 func (in *Internet) build() error {
+	in.removeLeftovers()
 	if err := nsfile.New(in.ns); err != nil {
 		return err
 	}

@@ -1,0 +1,207 @@
+package offsite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/repo"
+)
+
+// What survives the host: every manifest carries, sealed with it, the
+// metadata of its checkpoint (remoteMeta, JSON), so that a cairnd with
+// only the key file and the two locations lists what the repository
+// holds (Remote) and makes rows for what it does not know (Import); those
+// restore from off-site as any checkpoint without a local copy does.
+
+// metaFormat is the version of remoteMeta written.
+const metaFormat = 1
+
+// remoteMeta is what a manifest says of its checkpoint.
+type remoteMeta struct {
+	Format      int       `json:"format"`
+	ID          string    `json:"id"`
+	SandboxID   string    `json:"sandbox_id"`
+	SandboxName string    `json:"sandbox_name"`
+	Seq         string    `json:"seq"`
+	Name        string    `json:"name,omitempty"`
+	Trigger     string    `json:"trigger"`
+	Consistency string    `json:"consistency"`
+	Comment     string    `json:"comment,omitempty"`
+	Label       string    `json:"label,omitempty"`
+	Image       string    `json:"image,omitempty"`
+	HasMemory   bool      `json:"has_memory,omitempty"`
+	Created     time.Time `json:"created"`
+
+	readErr string // why the manifest says nothing usable; not stored
+}
+
+// metaOf is the manifest metadata of ck.
+func metaOf(ck metadata.Checkpoint) []byte {
+	b, _ := json.Marshal(remoteMeta{Format: metaFormat, ID: ck.ID, SandboxID: ck.SandboxID, SandboxName: ck.SandboxName,
+		Seq: ck.Seq, Name: ck.Name, Trigger: ck.Trigger, Consistency: ck.Consistency, Comment: ck.Comment,
+		Label: ck.Label, Image: ck.Image, HasMemory: ck.HasMemory, Created: ck.CreatedAt})
+	return b
+}
+
+// meta reads what ref's manifest says, once: manifests never change.
+func (s *Service) meta(ctx context.Context, r *repo.Repository, ref repo.ManifestRef) remoteMeta {
+	s.mu.Lock()
+	m, ok := s.metas[ref.ID]
+	s.mu.Unlock()
+	if ok {
+		return m
+	}
+	info, err := r.Info(ctx, ref)
+	switch {
+	case err != nil:
+		// Not cached: a location may answer next time.
+		return remoteMeta{readErr: fmt.Sprintf("its manifest cannot be read: %v", err)}
+	case len(info.Meta) == 0:
+		m = remoteMeta{Created: info.Created, readErr: "written before manifests carried their checkpoint's metadata"}
+	default:
+		if err := json.Unmarshal(info.Meta, &m); err != nil || m.Format != metaFormat {
+			m = remoteMeta{Created: info.Created, readErr: fmt.Sprintf("its metadata is not of a known form (format %d, %v)", m.Format, err)}
+		}
+	}
+	s.mu.Lock()
+	if s.metas == nil {
+		s.metas = map[string]remoteMeta{}
+	}
+	s.metas[ref.ID] = m
+	s.mu.Unlock()
+	return m
+}
+
+// Remote lists every checkpoint the repository holds, oldest first, and
+// which of them a checkpoint here names.
+func (s *Service) Remote(ctx context.Context) ([]api.RemoteCheckpoint, error) {
+	r, err := s.opened(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known, err := s.knownManifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.RemoteCheckpoint
+	for _, ref := range r.List() {
+		m := s.meta(ctx, r, ref)
+		rc := api.RemoteCheckpoint{Manifest: ref.ID, Locations: r.Holders(ref), GlobalID: m.ID, Sandbox: m.SandboxName,
+			SandboxID: m.SandboxID, ID: m.Seq, Name: m.Name, Trigger: m.Trigger, Consistency: m.Consistency,
+			Comment: m.Comment, Label: m.Label, Image: m.Image, HasMemory: m.HasMemory, CreatedAt: m.Created, Error: m.readErr}
+		if rc.Locations == nil {
+			rc.Locations = []string{}
+		}
+		if id, ok := known[ref.ID]; ok {
+			rc.Known, rc.Checkpoint = true, id
+		}
+		out = append(out, rc)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+// knownManifests maps the manifests the account's checkpoints name to
+// their ids.
+func (s *Service) knownManifests(ctx context.Context) (map[string]string, error) {
+	cks, err := s.store.ListCheckpoints(ctx, s.account.ID, metadata.CheckpointFilter{IncludeAuto: true})
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]string{}
+	for _, ck := range cks {
+		if ck.OffsiteManifest != "" {
+			known[ck.OffsiteManifest] = ck.ID
+		}
+	}
+	return known, nil
+}
+
+// Import makes a checkpoint here for each manifest of req (or, with
+// req.All, each one no checkpoint here names) from what it says: no local
+// copy, restored from off-site. A manifest that says nothing usable, or
+// whose checkpoint's id or per-sandbox id is taken here, is skipped with
+// the reason; a snapshot name taken here is dropped, with a note.
+func (s *Service) Import(ctx context.Context, req api.ImportRequest) ([]metadata.Checkpoint, []api.ImportSkipped, []api.ImportSkipped, error) {
+	if req.All == (len(req.Manifests) > 0) {
+		return nil, nil, nil, errdefs.New(api.CodeInvalidArgument, "name the manifests to import, or import --all (not both)")
+	}
+	r, err := s.opened(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	known, err := s.knownManifests(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	held := map[string]bool{}
+	for _, ref := range r.List() {
+		held[ref.ID] = true
+	}
+	wanted := req.Manifests
+	if req.All {
+		wanted = nil
+		for id := range held {
+			if _, ok := known[id]; !ok {
+				wanted = append(wanted, id)
+			}
+		}
+		sort.Strings(wanted)
+	}
+	var imported []metadata.Checkpoint
+	var skipped, notes []api.ImportSkipped
+	skip := func(id, format string, args ...any) {
+		skipped = append(skipped, api.ImportSkipped{Manifest: id, Reason: fmt.Sprintf(format, args...)})
+	}
+	for _, id := range wanted {
+		if !held[id] {
+			if req.All {
+				continue
+			}
+			return nil, nil, nil, errdefs.New(api.CodeNotOffsite, "the off-site repository holds no manifest %q (cairn offsite list shows what it holds)", id)
+		}
+		if ck, ok := known[id]; ok {
+			skip(id, "checkpoint %s here names it already", ck)
+			continue
+		}
+		m := s.meta(ctx, r, repo.ManifestRef{ID: id})
+		if m.readErr != "" {
+			skip(id, "%s", m.readErr)
+			continue
+		}
+		ck := metadata.Checkpoint{ID: m.ID, AccountID: s.account.ID, SandboxID: m.SandboxID, SandboxName: m.SandboxName,
+			Seq: m.Seq, Name: m.Name, Trigger: m.Trigger, Consistency: m.Consistency, Comment: m.Comment, Label: m.Label,
+			Image: m.Image, CreatedAt: m.Created, OffsiteManifest: id}
+		// Memory images do not go off-site: imported, it restores its
+		// disk and boots.
+		stored, err := s.store.ImportCheckpoint(ctx, ck)
+		if errors.Is(err, metadata.ErrConflict) && ck.Name != "" {
+			if _, byName := s.store.CheckpointByName(ctx, s.account.ID, ck.Name); byName == nil {
+				notes = append(notes, api.ImportSkipped{Manifest: id, Reason: fmt.Sprintf("imported without its name %q: a checkpoint here has it", ck.Name)})
+				ck.Name = ""
+				stored, err = s.store.ImportCheckpoint(ctx, ck)
+			}
+		}
+		switch {
+		case errors.Is(err, metadata.ErrConflict):
+			skip(id, "checkpoint %s (%s/%s) conflicts with one here: the same id, or the same sandbox and id", ck.ID, ck.SandboxName, ck.Seq)
+			continue
+		case err != nil && ctx.Err() == nil && !errors.Is(err, metadata.ErrNotFound):
+			skip(id, "%v", err)
+			continue
+		case err != nil:
+			return imported, skipped, notes, err
+		}
+		slog.Info("off-site: checkpoint imported", "sandbox", stored.SandboxName, "id", stored.Seq, "global_id", stored.ID, "manifest", id)
+		imported = append(imported, stored)
+	}
+	return imported, skipped, notes, nil
+}
