@@ -13,6 +13,10 @@ import (
 func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) error {
 	info := s.info
 	info.Account = s.account(r)
+	if s.fingerprint != nil && info.Listen != "" {
+		// The certificate served now: a renewal shows at once.
+		info.TLSFingerprint = s.fingerprint()
+	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }

@@ -39,7 +39,9 @@ type Server struct {
 	stopping      context.Context
 	stopFollowers context.CancelFunc
 	info          api.ServerInfo
-	mux           *http.ServeMux
+	// fingerprint is the listener's certificate's now; nil: info's.
+	fingerprint func() string
+	mux         *http.ServeMux
 	// insideOps is which sandbox started each operation through its
 	// management socket.
 	insideOps opOwners
@@ -60,7 +62,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
-		requests: d.Requests,
+		requests: d.Requests, fingerprint: d.Fingerprint,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
 	s.mux = newMux(s, hostAPI, routes)
