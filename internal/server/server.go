@@ -50,7 +50,9 @@ type Server struct {
 	accountOps opOwners
 	// tokenRates is each API token's request rate (RemoteHandler).
 	tokenRates tokenRates
-	audit      Auditor // nil: no audit log
+	// authFails is each remote address's bad tokens (RemoteHandler).
+	authFails failedAuths
+	audit     Auditor // nil: no audit log
 	// requests is told about every request answered; nil: nobody.
 	requests RequestObserver
 }
