@@ -61,7 +61,7 @@ func (s *Service) Authenticate(ctx context.Context, token, remote string) (auth.
 		return auth.Credential{}, badToken()
 	}
 	s.noteUse(ctx, t.ID, now)
-	return auth.Credential{Account: t.Account, Role: auth.Role(t.Role), TokenID: t.ID, TokenName: t.Name, Remote: remote}, nil
+	return auth.Credential{Account: t.Account, Role: auth.Role(t.Role), TokenID: t.ID, TokenName: t.Name, Remote: remote, ExpiresAt: t.ExpiresAt}, nil
 }
 
 // noteUse writes that token id was used, at most every usedEvery.

@@ -218,8 +218,12 @@ hash of the secret is kept: it is shown once, when made.`,
 
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a token: its next request is refused",
-		Args:  exactArgs("ID"),
+		Short: "Revoke a token: its next request is refused, its open sessions end now",
+		Long: `Revoke a token: its next request is refused (A01), and what it has open
+ends at once: attached exec sessions (their commands are hung up), port
+connections and followed event streams. A revoked token stays listed, its
+name taken.`,
+		Args: exactArgs("ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			tok, err := g.client().RevokeToken(c.Context(), args[0])
 			if err != nil {

@@ -106,6 +106,7 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request) error {
 	if err := s.access.DeleteAccount(r.Context(), name); err != nil {
 		return err
 	}
+	s.endAccountSessions(name) // its tokens went with it
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
 	return nil
 }
@@ -168,6 +169,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.endSessions(tok.ID) // its exec sessions, connections, streams: now
 	writeJSON(w, http.StatusOK, tok)
 	return nil
 }

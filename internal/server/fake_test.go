@@ -46,6 +46,8 @@ type fake struct {
 
 	services []api.ServiceStatus // Services' answer
 	stream   *fakeStream         // Exec's stream of an attached command
+	// execStream, if set, is Exec's stream instead of stream.
+	execStream io.ReadWriteCloser
 	// connectTo is the address Connect dials (a test's loopback server).
 	connectTo string
 	audit     fakeAudit // the audit log
@@ -222,6 +224,9 @@ func (f *fake) Exec(_ context.Context, account, name string, req api.ExecRequest
 	}
 	if req.Detach {
 		return 42, nil, nil
+	}
+	if f.execStream != nil {
+		return 42, f.execStream, nil
 	}
 	return 42, f.stream, nil
 }

@@ -211,7 +211,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return streamEvents(w, r, op)
+	return s.streamEvents(w, r, op)
 }
 
 func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {
