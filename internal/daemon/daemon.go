@@ -59,6 +59,8 @@ var (
 	_ server.Images       = imageService{}
 	_ server.Operations   = (*operation.Registry)(nil)
 	_ server.Ports        = (*portproxy.Service)(nil)
+	_ server.Access       = (*access.Service)(nil)
+	_ access.Emptier      = (*sandbox.Manager)(nil)
 
 	_ sandbox.Runtime       = (*runsc.Runsc)(nil)
 	_ catalog.Live          = (*sandbox.Instances)(nil)
@@ -287,7 +289,7 @@ func Run(ctx context.Context, cfg Config) error {
 		info.Listen = "https://" + remote.ln.Addr().String()
 		fingerprint = remote.fingerprint
 	}
-	accessSvc := access.New(store, time.Now)
+	accessSvc := access.New(access.Config{Store: store, Now: time.Now, Purge: access.Purge{Ops: ops, Emptier: mgr}})
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{images, ops, newBuilder(pool, images, runtime, netMgr, cfg.DataDir)}, Operations: ops, Ports: ports, Activity: hub,

@@ -251,3 +251,37 @@ func TestRemoteRateLimitFailedAuthPerAddress(t *testing.T) {
 		t.Errorf("after it: %d, want 429", rec.Code)
 	}
 }
+
+// A forced account delete is admin's, an operation, audited as such; a
+// token cannot force the delete of its own account, and force is true or
+// false.
+func TestForcedAccountDelete(t *testing.T) {
+	f := newFake(t)
+	h := f.server().RemoteHandler(fakeAuth{}, nil)
+	for _, tc := range []struct {
+		path, token string
+		status      int
+		code        string
+	}{
+		{"/v1/accounts/team?force=true", "tok-member", http.StatusForbidden, api.CodeForbidden},
+		{"/v1/accounts/acct-b?force=true", "tok-admin", http.StatusBadRequest, api.CodeInvalidArgument},
+		{"/v1/accounts/team?force=yes", "tok-admin", http.StatusBadRequest, api.CodeInvalidArgument},
+	} {
+		rec := serve(t, h, "DELETE", tc.path, "", "Authorization", "Bearer "+tc.token)
+		if e := errorOf(t, rec); rec.Code != tc.status || e.Code != tc.code {
+			t.Errorf("%s as %s: %d %+v, want %d %s", tc.path, tc.token, rec.Code, e, tc.status, tc.code)
+		}
+	}
+	if calls := f.takeCalls(); len(calls) != 0 {
+		t.Errorf("refused deletes reached Access: %+v", calls)
+	}
+	rec := serve(t, h, "DELETE", "/v1/accounts/team?force=true", "", "Authorization", "Bearer tok-admin")
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("forced delete: %d %s", rec.Code, rec.Body)
+	}
+	got := f.audit.take()
+	last := got[len(got)-1]
+	if last.Action != "account.delete" || last.Target != "team" || last.Outcome != "accepted" || !strings.HasPrefix(last.Detail, "force; operation ") {
+		t.Errorf("audit entry %+v, want account.delete of team, accepted, force and its operation", last)
+	}
+}

@@ -399,6 +399,10 @@ func (f fakeAccess) DeleteAccount(_ context.Context, name string) error {
 	return f.err
 }
 
+func (f fakeAccess) PurgeAccount(_ context.Context, name string) (*operation.Op, error) {
+	return f.op("Access.PurgeAccount", "", name)
+}
+
 func (f fakeAccess) CreateToken(_ context.Context, account, name string, role auth.Role, ttl time.Duration) (api.NewToken, error) {
 	f.record("Access.CreateToken", "", account, name, role, ttl)
 	return api.NewToken{Token: "cairn_x", Info: api.Token{Name: name}}, f.err
