@@ -64,7 +64,9 @@ type FrameType byte
 
 // Frame types. Client → sandbox: Stdin, StdinClose, Resize, Signal.
 // Sandbox → client: Stdout, Stderr, Exit (always last). cairnd → cairn-init
-// only: Hangup (cairnd drops Hangup frames that a client sends).
+// only: Hangup (cairnd drops Hangup frames that a client sends). cairnd →
+// client only: Error, last instead of Exit when cairnd ended the session
+// (its API token was revoked or expired; the command is hung up).
 const (
 	FrameStdin      FrameType = 1 // payload: bytes for the process's stdin
 	FrameStdout     FrameType = 2 // payload: bytes the process wrote to stdout (or the tty)
@@ -74,6 +76,7 @@ const (
 	FrameSignal     FrameType = 6 // payload: signal number as one byte
 	FrameExit       FrameType = 7 // payload: JSON ExitStatus; the last frame
 	FrameHangup     FrameType = 8 // no payload: the client is gone; hang the process up now
+	FrameError      FrameType = 9 // payload: JSON ErrorInfo; cairnd ended the session; the last frame
 )
 
 // MaxFramePayload bounds one frame's payload.

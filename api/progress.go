@@ -85,8 +85,15 @@ const (
 	PhaseResume = "resume"
 	// PhaseFork: the children of a fork are made; counts sandboxes.
 	PhaseFork = "fork"
-	// PhaseDelete: the sandbox's files are removed.
+	// PhaseDelete: the sandbox's files are removed; deleting an account
+	// (account.delete), the sandboxes and then the checkpoints it holds
+	// are deleted, counted.
 	PhaseDelete = "delete"
+	// PhaseRevoke: the tokens of an account being deleted are revoked.
+	PhaseRevoke = "revoke"
+	// PhaseOffsite: the operation waits for the off-site copies of the
+	// checkpoints it deleted to be deleted from the locations.
+	PhaseOffsite = "offsite"
 	// PhaseVerify: checkpoints are checked; counts checkpoints (local),
 	// or objects read back with the state of each location (off-site).
 	PhaseVerify = "verify"

@@ -387,6 +387,15 @@ type SetAccountRequest struct {
 	DiskLimit *string `json:"disk_limit,omitempty"` // a size; "0": the host's default
 }
 
+// AccountDeleted is the result of DELETE /v1/accounts/{name}?force=true:
+// what the account held, deleted with it.
+type AccountDeleted struct {
+	Deleted     string `json:"deleted"`     // the account's name
+	Sandboxes   int    `json:"sandboxes"`   // deleted by this run (stopped first)
+	Checkpoints int    `json:"checkpoints"` // snapshots and those of deleted sandboxes included
+	Tokens      int    `json:"tokens"`      // revoked, then deleted with the account
+}
+
 // Token is an API token, without its secret.
 type Token struct {
 	ID         string     `json:"id"` // public: lists and the audit log name it

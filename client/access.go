@@ -38,6 +38,14 @@ func (c *Client) DeleteAccount(ctx context.Context, name string) error {
 	return c.do(ctx, "DELETE", "/v1/accounts/"+url.PathEscape(name), nil, nil)
 }
 
+// PurgeAccount starts deleting the account with everything it holds
+// (admin): its tokens, sandboxes, checkpoints, snapshots and off-site
+// copies. The operation completes with an api.AccountDeleted.
+func (c *Client) PurgeAccount(ctx context.Context, name string) (api.Operation, error) {
+	var op api.Operation
+	return op, c.do(ctx, "DELETE", "/v1/accounts/"+url.PathEscape(name)+"?force=true", nil, &op)
+}
+
 // Tokens lists account's tokens, every account's with "" (admin).
 func (c *Client) Tokens(ctx context.Context, account string) ([]api.Token, error) {
 	var out []api.Token

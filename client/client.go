@@ -221,10 +221,14 @@ func (c *Client) Follow(ctx context.Context, op api.Operation, fn func(api.Event
 	for sc.Scan() {
 		var ev struct {
 			api.Event
-			Data json.RawMessage `json:"data"`
+			Data  json.RawMessage `json:"data"`
+			Error *api.ErrorInfo  `json:"error"` // cairnd ended the stream (not the operation): its last line
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return nil, fmt.Errorf("operation %s: bad event: %w", op.ID, err)
+		}
+		if ev.Error != nil {
+			return nil, &Error{Code: ev.Error.Code, Message: ev.Error.Message}
 		}
 		switch ev.Type {
 		case api.EventComplete:

@@ -31,11 +31,17 @@ func (c *Client) SandboxEvents(ctx context.Context, name string, since int64, fo
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue // a follow's keepalive
 		}
-		var ev api.SandboxActivity
+		var ev struct {
+			api.SandboxActivity
+			Error *api.ErrorInfo `json:"error"` // cairnd ended the stream: its last line
+		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("events of %s: bad event: %w", name, err)
 		}
-		if err := fn(ev); err != nil {
+		if ev.Error != nil {
+			return &Error{Code: ev.Error.Code, Message: ev.Error.Message}
+		}
+		if err := fn(ev.SandboxActivity); err != nil {
 			return err
 		}
 		deleted = deleted || ev.Type == api.ActivityDeleted

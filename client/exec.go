@@ -112,6 +112,13 @@ func (c *Client) Exec(ctx context.Context, name string, req api.ExecRequest, eio
 				return st, fmt.Errorf("exec: bad exit status: %w", err)
 			}
 			return st, nil
+		case api.FrameError:
+			// cairnd ended the session (the token was revoked or expired).
+			var info api.ErrorInfo
+			if err := json.Unmarshal(p, &info); err != nil || info.Code == "" {
+				return api.ExitStatus{}, fmt.Errorf("exec: cairnd ended the session with a bad error frame: %q", p)
+			}
+			return api.ExitStatus{}, &Error{Code: info.Code, Message: info.Message}
 		}
 	}
 }

@@ -18,20 +18,36 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
 // Service is cairnd's accounts and tokens.
 type Service struct {
 	store metadata.Store
 	now   func() time.Time
+	purge Purge
 
 	mu       sync.Mutex
-	lastUsed map[string]time.Time // token id -> when its use was last written
+	lastUsed map[string]time.Time     // token id -> when its use was last written
+	purging  map[string]*operation.Op // account name -> its running forced delete
 }
 
-// New returns the service over store.
-func New(store metadata.Store, now func() time.Time) *Service {
-	return &Service{store: store, now: now, lastUsed: map[string]time.Time{}}
+// Config is what a Service works with.
+type Config struct {
+	Store metadata.Store
+	Now   func() time.Time
+	// Purge deletes accounts that hold something (PurgeAccount); its
+	// zero value: no forced deletes.
+	Purge Purge
+}
+
+// New returns the service of cfg.
+func New(cfg Config) *Service {
+	if cfg.Purge.OffsiteWait == 0 {
+		cfg.Purge.OffsiteWait = offsiteWait
+	}
+	return &Service{store: cfg.Store, now: cfg.Now, purge: cfg.Purge,
+		lastUsed: map[string]time.Time{}, purging: map[string]*operation.Op{}}
 }
 
 // usedEvery is how often at most a token's last use is written.
@@ -61,7 +77,7 @@ func (s *Service) Authenticate(ctx context.Context, token, remote string) (auth.
 		return auth.Credential{}, badToken()
 	}
 	s.noteUse(ctx, t.ID, now)
-	return auth.Credential{Account: t.Account, Role: auth.Role(t.Role), TokenID: t.ID, TokenName: t.Name, Remote: remote}, nil
+	return auth.Credential{Account: t.Account, Role: auth.Role(t.Role), TokenID: t.ID, TokenName: t.Name, Remote: remote, ExpiresAt: t.ExpiresAt}, nil
 }
 
 // noteUse writes that token id was used, at most every usedEvery.

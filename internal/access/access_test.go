@@ -26,7 +26,7 @@ func newService(t *testing.T) (*Service, *time.Time) {
 	if _, err := store.EnsureAccount(context.Background(), metadata.DefaultAccount); err != nil {
 		t.Fatal(err)
 	}
-	return New(store, clock), &now
+	return New(Config{Store: store, Now: clock}), &now
 }
 
 // A token works until it expires or is revoked, and from then on is

@@ -3,9 +3,10 @@
 // cairnd makes for itself on its first start and keeps in its data dir
 // (DATA-DIR/tls/cert.pem and key.pem, 0600): ECDSA P-256, valid ten
 // years, for localhost, the loopback addresses, the host's name and the
-// listener's address. Clients trust a self-signed certificate by its
-// fingerprint ("sha256:" and the hex SHA-256 of its DER form), which
-// cairnd logs and `cairn server info` shows; `cairn login` pins it.
+// listener's address, made again when less than RenewBefore of it is
+// left. Clients trust a self-signed certificate by its fingerprint
+// ("sha256:" and the hex SHA-256 of its DER form), which cairnd logs and
+// `cairn server info` shows; `cairn login` pins it.
 package apitls
 
 import (
@@ -49,16 +50,46 @@ func FileFingerprint(path string) (string, error) {
 	}
 }
 
+// RenewBefore is how long before its end cairnd's own certificate is
+// made again.
+const RenewBefore = 30 * 24 * time.Hour
+
+// notAfter is when the first certificate in the PEM file path ends.
+func notAfter(path string) (time.Time, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			return time.Time{}, fmt.Errorf("%s holds no PEM certificate", path)
+		}
+		if blk.Type == "CERTIFICATE" {
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return c.NotAfter, nil
+		}
+	}
+}
+
 // SelfSigned returns the certificate and key files of cairnd's own
-// certificate in dir, making them first if they are not there (made
-// reports it). names are the DNS names and IP addresses it is for, beside
-// localhost and the loopback addresses.
+// certificate in dir, making them first if they are not there or the
+// certificate ends within RenewBefore of now (made reports it). names are
+// the DNS names and IP addresses it is for, beside localhost and the
+// loopback addresses.
 func SelfSigned(dir string, names []string, now time.Time) (certFile, keyFile string, made bool, err error) {
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	_, cerr := os.Stat(certFile)
 	_, kerr := os.Stat(keyFile)
 	if cerr == nil && kerr == nil {
-		return certFile, keyFile, false, nil
+		if end, err := notAfter(certFile); err != nil || now.Add(RenewBefore).Before(end) {
+			// One that cannot be read is left for the key pair's load to
+			// report.
+			return certFile, keyFile, false, nil
+		}
 	}
 	if !errors.Is(cerr, os.ErrNotExist) && cerr != nil {
 		return "", "", false, cerr

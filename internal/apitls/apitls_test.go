@@ -49,3 +49,28 @@ func TestSelfSignedMadeOnceAndKept(t *testing.T) {
 		}
 	}
 }
+
+// A certificate with less than RenewBefore left is made again (another
+// fingerprint); one with more is kept.
+func TestSelfSignedRenewedNearItsEnd(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	cert, _, _, err := SelfSigned(dir, nil, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := FileFingerprint(cert)
+	if _, _, made, err := SelfSigned(dir, nil, start.AddDate(9, 0, 0)); err != nil || made {
+		t.Fatalf("a year before its end: made %v, %v", made, err)
+	}
+	near := start.AddDate(10, 0, 0).Add(-RenewBefore + time.Hour)
+	if _, _, made, err := SelfSigned(dir, nil, near); err != nil || !made {
+		t.Fatalf("within RenewBefore of its end: made %v, %v", made, err)
+	}
+	if again, _ := FileFingerprint(cert); again == fp {
+		t.Error("the renewed certificate has the old fingerprint")
+	}
+	if end, err := notAfter(cert); err != nil || !end.After(near.AddDate(9, 0, 0)) {
+		t.Errorf("the renewed certificate ends %v (%v)", end, err)
+	}
+}

@@ -1,6 +1,9 @@
 package auth
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Credential is who a request speaks for: the account it works in (never
 // taken from the request itself) and what it may do there.
@@ -10,6 +13,10 @@ type Credential struct {
 	TokenID   string // "" for the administrator's unix socket
 	TokenName string
 	Remote    string // "unix", or the client's IP:port
+	// ExpiresAt is when the token expires (zero: never): a long session
+	// it opened (an exec, a port connection, a followed event stream)
+	// ends then.
+	ExpiresAt time.Time
 }
 
 type credentialKey struct{}

@@ -93,3 +93,13 @@ func (c *Catalog) verifyLocal(ctx context.Context, acct metadata.Account, op *op
 	rep.OK = len(rep.Problems) == 0
 	return nil
 }
+
+// DeleteAccountCheckpoint deletes ck, a checkpoint of an account being
+// deleted, as a user's delete does (its off-site copies are queued for
+// deletion); one deleted meanwhile is no error.
+func (c *Catalog) DeleteAccountCheckpoint(ctx context.Context, ck metadata.Checkpoint) error {
+	if err := c.deleteCheckpoint(ctx, ck); err != nil && !errdefs.Is(err, api.CodeNoCheckpoint) {
+		return err
+	}
+	return nil
+}

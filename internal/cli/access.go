@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -105,25 +108,86 @@ give it a token: cairn token create --account NAME.`,
 	}
 	set.Flags().StringVar(&setLimit, "disk-limit", "", "the disk limit, e.g. 100G; 0: the host's default")
 
+	var delOpts accountDeleteOptions
 	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete an account that holds nothing, with its tokens (admin)",
-		Long: `Delete an account and its tokens. It must hold no sandbox and no checkpoint
-(A05 otherwise: delete them first). The default account cannot be
-deleted.`,
-		Args: exactArgs("NAME"),
+		Use:   "delete NAME [--force [--yes]]",
+		Short: "Delete an account with its tokens (admin); --force: with all it holds",
+		Long: `Delete an account and its tokens; its audit entries stay. Without --force it
+must hold no sandbox and no checkpoint (A05 otherwise). The default
+account cannot be deleted.
+
+With --force everything the account holds goes too, after you type the
+account's name to confirm (on a terminal; --yes skips the question, for
+scripts; without a terminal and without --yes cairn refuses). Its tokens
+are revoked first (their sessions end), then its sandboxes are stopped and
+deleted, then its checkpoints and snapshots, with their off-site copies,
+and then the account. This cannot be undone. A delete that fails midway
+(an off-site location that does not answer: R01) leaves the account with
+what it still holds and its tokens revoked: run it again to finish. An
+admin token cannot force the delete of its own account.`,
+		Example: "  cairn account delete team-a\n  cairn account delete team-a --force\n  cairn account delete team-a --force --yes   # in a script",
+		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.client().DeleteAccount(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			if g.JSON {
-				return g.printJSON(map[string]string{"deleted": args[0]})
-			}
-			g.printf("Account deleted: %s\n", args[0])
-			return nil
+			delOpts.Name = args[0]
+			return runAccountDelete(cmd.Context(), g, delOpts)
 		},
 	}
+	del.Flags().BoolVar(&delOpts.Force, "force", false, "delete what the account holds too: sandboxes, checkpoints, snapshots, off-site copies")
+	del.Flags().BoolVar(&delOpts.Yes, "yes", false, "with --force: do not ask to type the account's name")
 	return []*cobra.Command{create, list, show, set, del}
+}
+
+// accountDeleteOptions are the flags of cairn account delete.
+type accountDeleteOptions struct {
+	Name       string
+	Force, Yes bool
+}
+
+func runAccountDelete(ctx context.Context, g *globalOptions, opts accountDeleteOptions) error {
+	if opts.Yes && !opts.Force {
+		return usageErrorf("--yes goes with --force")
+	}
+	c := g.client()
+	if !opts.Force {
+		if err := c.DeleteAccount(ctx, opts.Name); err != nil {
+			return err
+		}
+		if g.JSON {
+			return g.printJSON(map[string]string{"deleted": opts.Name})
+		}
+		g.printf("Account deleted: %s\n", opts.Name)
+		return nil
+	}
+	if !opts.Yes {
+		if _, ok := g.stdinTerminal(); !ok {
+			return usageErrorf("account delete --force asks you to type the account's name, and standard input is not a terminal: give --yes to delete %s and all it holds without asking", opts.Name)
+		}
+		g.eprintf("This deletes account %s and all it holds: its sandboxes (stopped first), checkpoints,\nsnapshots, tokens and off-site copies. It cannot be undone.\nType the account's name to confirm: ", opts.Name)
+		typed, err := readLine(g.stdin)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if typed != opts.Name {
+			return fmt.Errorf("account %s not deleted: the name typed (%q) is not the account's", opts.Name, typed)
+		}
+	}
+	op, err := c.PurgeAccount(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	raw, err := follow(ctx, c, op, "", g)
+	if err != nil {
+		return err
+	}
+	var res api.AccountDeleted
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("operation %s: bad result: %w", op.ID, err)
+	}
+	if g.JSON {
+		return g.printJSON(res)
+	}
+	g.printf("Account deleted: %s (%d sandboxes, %d checkpoints, %d tokens)\n", res.Deleted, res.Sandboxes, res.Checkpoints, res.Tokens)
+	return nil
 }
 
 // findAccount returns the account called name (A04 if none).
@@ -218,8 +282,12 @@ hash of the secret is kept: it is shown once, when made.`,
 
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a token: its next request is refused",
-		Args:  exactArgs("ID"),
+		Short: "Revoke a token: its next request is refused, its open sessions end now",
+		Long: `Revoke a token: its next request is refused (A01), and what it has open
+ends at once: attached exec sessions (their commands are hung up), port
+connections and followed event streams. A revoked token stays listed, its
+name taken.`,
+		Args: exactArgs("ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			tok, err := g.client().RevokeToken(c.Context(), args[0])
 			if err != nil {

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,7 +149,11 @@ then goes there, until cairn logout.
 The certificate is trusted on first use, as ssh does: cairn shows its
 fingerprint (compare it with cairnd's log or cairn server info on the
 host) and asks, or takes --fingerprint to check it against, or --yes.
-Once pinned, a server showing another certificate is refused.`,
+Once pinned, a server showing another certificate is refused.
+
+Without --token (or CAIRN_TOKEN) the token is asked for: typed on a
+terminal, it is not shown; from a pipe or a file (or with --token-stdin),
+the first line of standard input is the token.`,
 		Example: `  cairn login https://cairn.example:7443 --token-stdin < token.txt
   cairn login https://10.0.0.5:7443 --token "$TOKEN" --fingerprint sha256:3f1c…`,
 		Args: exactArgs("https://HOST:PORT"),
@@ -174,14 +176,12 @@ func runLogin(ctx context.Context, opts loginOptions, g *globalOptions) error {
 		token = os.Getenv("CAIRN_TOKEN")
 	}
 	if opts.TokenStdin || token == "" {
-		if !opts.TokenStdin {
-			g.eprintf("API token: ")
+		// On a terminal without echo; from a pipe, its first line.
+		t, err := g.readSecret("API token: ")
+		if err != nil {
+			return fmt.Errorf("read the API token: %w", err)
 		}
-		line, err := bufio.NewReader(g.stdin).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		token = strings.TrimSpace(line)
+		token = t
 	}
 	if token == "" {
 		return usageErrorf("login needs an API token")
@@ -238,14 +238,6 @@ func runLogin(ctx context.Context, opts loginOptions, g *globalOptions) error {
 	}
 	g.printf("Logged in to %s as %s (account %s, role %s); saved in %s\n", opts.URL, who.TokenName, who.Account, who.Role, path)
 	return nil
-}
-
-// confirm asks a yes/no question on stderr and reads the answer.
-func confirm(g *globalOptions, question string) bool {
-	g.eprintf("%s", question)
-	line, _ := bufio.NewReader(g.stdin).ReadString('\n')
-	a := strings.ToLower(strings.TrimSpace(line))
-	return a == "y" || a == "yes"
 }
 
 func newLogoutCommand(g *globalOptions) *cobra.Command {

@@ -61,6 +61,8 @@ var (
 	_ server.Images       = imageService{}
 	_ server.Operations   = (*operation.Registry)(nil)
 	_ server.Ports        = (*portproxy.Service)(nil)
+	_ server.Access       = (*access.Service)(nil)
+	_ access.Emptier      = (*sandbox.Manager)(nil)
 
 	_ sandbox.Runtime       = (*runsc.Runsc)(nil)
 	_ catalog.Live          = (*sandbox.Instances)(nil)
@@ -288,19 +290,21 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	info := api.ServerInfo{Version: Version, Runtime: runscPath, Pool: pool.Root()}
+	var fingerprint func() string // the API listener's certificate's
 	if remote != nil {
 		if err := remote.listen(cfg.Listen); err != nil {
 			return err
 		}
 		defer remote.ln.Close()
-		info.Listen, info.TLSFingerprint = "https://"+remote.ln.Addr().String(), remote.fingerprint
+		info.Listen = "https://" + remote.ln.Addr().String()
+		fingerprint = remote.fingerprint
 	}
-	accessSvc := access.New(store, time.Now)
+	accessSvc := access.New(access.Config{Store: store, Now: time.Now, Purge: access.Purge{Ops: ops, Emptier: mgr}})
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
 			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
-		Requests: obs,
+		Requests: obs, Fingerprint: fingerprint,
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -348,7 +352,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var remoteSrv *http.Server
 	if remote != nil {
 		remoteSrv = remote.serve(remoteHandler(srv, accessSvc, obs.Handler()))
-		slog.Info("API listener ready", "address", info.Listen, "tls_fingerprint", remote.fingerprint, "self_signed", remote.selfSigned)
+		go remote.keepRenewed(opsCtx)
+		slog.Info("API listener ready", "address", info.Listen, "tls_fingerprint", remote.fingerprint(), "self_signed", remote.selfSigned)
 	}
 	slog.Info("cairnd ready", "socket", cfg.Socket, "data", cfg.DataDir, "pool", pool.Root(), "runsc", runscPath, "version", Version)
 

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -21,12 +22,21 @@ import (
 // start in DATA-DIR/tls (package apitls).
 
 // remoteTLS is the listener's certificate, checked before cairnd makes
-// anything.
+// anything. The files are read again when they change (package
+// portproxy's KeyPair): fingerprint is always the one served now.
 type remoteTLS struct {
-	keyPair     *portproxy.KeyPair
-	fingerprint string
-	selfSigned  bool
-	ln          net.Listener // open once listen was called
+	keyPair    *portproxy.KeyPair
+	selfSigned bool
+	// dir and names make the self-signed certificate again (renew).
+	dir   string
+	names []string
+	ln    net.Listener // open once listen was called
+}
+
+// fingerprint is the fingerprint of the certificate the listener serves
+// now, the files looked at again first: what `cairn server info` shows.
+func (t *remoteTLS) fingerprint() string {
+	return apitls.Fingerprint(t.keyPair.Current().Certificate[0])
 }
 
 // loadRemoteTLS returns the TCP listener's certificate; nil when there
@@ -61,11 +71,39 @@ func loadRemoteTLS(cfg Config) (*remoteTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the API listener's certificate: %w", err)
 	}
-	fp, err := apitls.FileFingerprint(cert)
-	if err != nil {
-		return nil, err
+	kp.OnRenew(func(c *tls.Certificate) {
+		slog.Info("API listener: a renewed certificate is served", "cert", cert, "tls_fingerprint", apitls.Fingerprint(c.Certificate[0]))
+	})
+	t := &remoteTLS{keyPair: kp, selfSigned: self}
+	if self {
+		t.dir, t.names = filepath.Join(cfg.DataDir, "tls"), []string{host}
 	}
-	return &remoteTLS{keyPair: kp, fingerprint: fp, selfSigned: self}, nil
+	return t, nil
+}
+
+// renewEvery is how often cairnd looks whether its own certificate is
+// near its end.
+const renewEvery = 24 * time.Hour
+
+// keepRenewed makes cairnd's own certificate again when it nears its end
+// (apitls.RenewBefore), until ctx ends; the listener serves the new one
+// at once. The operator's certificate is the operator's to renew.
+func (t *remoteTLS) keepRenewed(ctx context.Context) {
+	if !t.selfSigned {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(renewEvery):
+		}
+		if _, _, made, err := apitls.SelfSigned(t.dir, t.names, time.Now()); err != nil {
+			slog.Warn("API listener: renewing the self-signed certificate", "err", err)
+		} else if made {
+			t.keyPair.Current() // read now: logged with its fingerprint (OnRenew)
+		}
+	}
 }
 
 // remoteLimits are the TCP listener's: its clients are other machines.

@@ -21,6 +21,7 @@ type KeyPair struct {
 	cert    *tls.Certificate
 	stamp   [2]time.Time // modification times the cert was loaded at
 	checked time.Time
+	renewed func(*tls.Certificate) // nil: nobody is told
 }
 
 // keyPairRecheck is how often at most the files are looked at again.
@@ -61,15 +62,38 @@ func (k *KeyPair) load() error {
 
 // GetCertificate is for tls.Config.GetCertificate.
 func (k *KeyPair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return k.get(false), nil
+}
+
+// Current returns the certificate GetCertificate serves, after looking at
+// the files again at once: a renewal on disk is what it returns, and
+// what the next handshake serves.
+func (k *KeyPair) Current() *tls.Certificate { return k.get(true) }
+
+// OnRenew has fn called with each certificate read again from renewed
+// files (not the first): a log line with its fingerprint. fn must not
+// call k.
+func (k *KeyPair) OnRenew(fn func(*tls.Certificate)) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if now := time.Now(); now.Sub(k.checked) >= keyPairRecheck {
-		k.checked = now
+	k.renewed = fn
+}
+
+// get returns the certificate in use, first reading the files again if
+// they were last looked at keyPairRecheck ago, or now.
+func (k *KeyPair) get(now bool) *tls.Certificate {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if t := time.Now(); now || t.Sub(k.checked) >= keyPairRecheck {
+		k.checked = t
+		old := k.cert
 		if err := k.load(); err != nil {
-			slog.Warn("port proxy: keeping the certificate in use", "err", err)
+			slog.Warn("TLS: keeping the certificate in use", "cert", k.certFile, "err", err)
+		} else if k.cert != old && k.renewed != nil {
+			k.renewed(k.cert)
 		}
 	}
-	return k.cert, nil
+	return k.cert
 }
 
 // TLSConfig is the proxy listener's TLS configuration over k. It speaks

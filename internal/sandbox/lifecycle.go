@@ -269,6 +269,12 @@ func (m *Manager) Restart(ctx context.Context, account, name string) (*operation
 
 // Delete stops the sandbox if it runs and removes it with its files.
 func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.Op, error) {
+	return m.delete(ctx, account, name, true)
+}
+
+// delete is Delete; final: with the final checkpoint (an account being
+// deleted has its sandboxes deleted without).
+func (m *Manager) delete(ctx context.Context, account, name string, final bool) (*operation.Op, error) {
 	sb, l, err := m.ex.acquire(ctx, account, name, api.StateDeleting)
 	if err != nil {
 		return nil, err
@@ -279,8 +285,10 @@ func (m *Manager) Delete(ctx context.Context, account, name string) (*operation.
 		err := m.journalledInPlace(ctx, op, sb, inPlaceDetail{Name: name}, func(notes *inPlaceNotes) error {
 			// The final checkpoint: the sandbox stays restorable from it
 			// (and from its other automatic checkpoints) for 14 days.
-			if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
-				return fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
+			if final {
+				if err := m.autoCheckpoint(ctx, sb, api.TriggerDelete, op); err != nil && !errdefs.Is(err, api.CodeDiskLimit) {
+					return fmt.Errorf("final checkpoint before delete (nothing was deleted): %w", err)
+				}
 			}
 			if sb.State == metadata.SandboxRunning {
 				if err := notes.stopping(ctx, ""); err != nil {

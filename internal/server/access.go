@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
 // Access is the accounts and API tokens (package access). Only admin
@@ -26,6 +27,13 @@ type Access interface {
 	// DeleteAccount deletes an account that holds nothing, with its
 	// tokens. A04, A05, V02 (the default account).
 	DeleteAccount(ctx context.Context, name string) error
+	// PurgeAccount starts an operation that revokes the account's
+	// tokens, deletes everything it holds (sandboxes, stopped first;
+	// checkpoints and snapshots with their off-site copies) and then the
+	// account; it completes with an api.AccountDeleted. A failure ends
+	// the operation with what is left still there, and running it again
+	// finishes. A04, V02 (the default account).
+	PurgeAccount(ctx context.Context, name string) (*operation.Op, error)
 	// CreateToken makes a token of account; ttl 0: it never expires.
 	// V01, V02, A04, A07.
 	CreateToken(ctx context.Context, account, name string, role auth.Role, ttl time.Duration) (api.NewToken, error)
@@ -101,11 +109,36 @@ func (s *Server) setAccount(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// deleteAccount deletes an empty account; with ?force=true, one that
+// holds anything, as an operation.
 func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	var force bool
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false":
+	case "true":
+		force = true
+	default:
+		return errdefs.New(api.CodeInvalidArgument, "invalid force %q: want true or false", v)
+	}
+	if force {
+		noteTarget(r, "", "force")
+		if c := credential(r); c.TokenID != "" && c.Account == name {
+			return errdefs.New(api.CodeInvalidArgument, "a token cannot force the delete of its own account %s: use an admin token of another account, or the unix socket", name)
+		}
+		op, err := s.access.PurgeAccount(r.Context(), name)
+		if err != nil {
+			return err
+		}
+		// Its tokens are revoked as the operation starts: their sessions
+		// end now.
+		s.endAccountSessions(name)
+		return s.accepted(w, r, op)
+	}
 	if err := s.access.DeleteAccount(r.Context(), name); err != nil {
 		return err
 	}
+	s.endAccountSessions(name) // its tokens went with it
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
 	return nil
 }
@@ -168,6 +201,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.endSessions(tok.ID) // its exec sessions, connections, streams: now
 	writeJSON(w, http.StatusOK, tok)
 	return nil
 }

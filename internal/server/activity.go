@@ -75,8 +75,26 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A follower waits for events that may never come: a blank line
 	// every keepaliveEvery finds a client that went (its write fails),
-	// and cairnd's shutdown ends every follow at once.
-	ctx, cancel := context.WithCancel(r.Context())
+	// and cairnd's shutdown ends every follow at once, as the end of its
+	// token (revoked, expired: a long session) does, said in the last
+	// line.
+	if flusher != nil {
+		flusher.Flush() // the client knows the stream is open before any event
+	}
+	session, done := s.openSession(r)
+	defer done()
+	s.followActivity(session, w, sb.ID, since, send)
+	endStream(session, w, enc)
+	return nil
+}
+
+// followActivity sends sandbox id's events after since and each new one
+// until ctx ends, cairnd stops, the client goes or the sandbox's stream
+// ends, with a keepalive line now and then; nothing writes once it
+// returns.
+func (s *Server) followActivity(ctx context.Context, w http.ResponseWriter, id string, since int64, send func(api.SandboxActivity) error) {
+	flusher, _ := w.(http.Flusher)
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel: nothing writes once this returns
 	defer cancel()
@@ -109,8 +127,7 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 	})
 	// Once the header is sent, an error can only end the stream early.
-	s.activity.Follow(ctx, sb.ID, since, locked)
-	return nil
+	s.activity.Follow(ctx, id, since, locked)
 }
 
 // keepaliveEvery is how often a followed event stream that has nothing

@@ -73,6 +73,12 @@ func (s *Server) RemoteHandler(authn Authenticator, h http.Handler) http.Handler
 		h = s.mux
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wait := s.authFails.blocked(r.RemoteAddr); wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited,
+				"too many requests with bad API tokens from this address: wait for Retry-After")
+			return
+		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
@@ -82,6 +88,7 @@ func (s *Server) RemoteHandler(authn Authenticator, h http.Handler) http.Handler
 		cred, err := authn.Authenticate(r.Context(), strings.TrimSpace(token), r.RemoteAddr)
 		if err != nil {
 			if errdefs.CodeOf(err) == api.CodeUnauthenticated {
+				s.authFails.failed(r.RemoteAddr)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="cairn", error="invalid_token"`)
 			}
 			s.fail(w, r, err)

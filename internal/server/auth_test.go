@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -194,5 +195,93 @@ func TestEveryChangeIsAudited(t *testing.T) {
 	}
 	if !strings.HasPrefix(got[1].Detail, "operation ") {
 		t.Errorf("an accepted change does not name its operation: %+v", got[1])
+	}
+}
+
+// Bad tokens from one address: after authFailBurst of them, every request
+// from it is A03 with Retry-After, a good token's too, before the token is
+// looked at; another address is untouched, requests without a token are
+// not counted, and one more try is let in as the allowance comes back.
+func TestRemoteRateLimitFailedAuthPerAddress(t *testing.T) {
+	f := newFake(t)
+	s := f.server()
+	now := time.Unix(1e9, 0)
+	s.authFails.now = func() time.Time { return now }
+	h := s.RemoteHandler(fakeAuth{}, nil)
+	from := func(remote, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/v1/whoami", nil)
+		req.RemoteAddr = remote
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 2 * authFailBurst {
+		if rec := from("198.51.100.9:4000", ""); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("no token: %d", rec.Code)
+		}
+	}
+	for i := range authFailBurst {
+		if rec := from("203.0.113.5:"+itoa(5000+i), "cairn_guess"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("bad token %d: %d, want 401 until the allowance is spent", i, rec.Code)
+		}
+	}
+	for _, tok := range []string{"cairn_guess", "tok-read", ""} {
+		rec := from("203.0.113.5:6000", tok)
+		if e := errorOf(t, rec); rec.Code != http.StatusTooManyRequests || e.Code != api.CodeRateLimited || rec.Header().Get("Retry-After") != "6" {
+			t.Errorf("token %q from the guessing address: %d %+v Retry-After %q, want 429 A03 6", tok, rec.Code, e, rec.Header().Get("Retry-After"))
+		}
+	}
+	if rec := from("203.0.113.6:5000", "tok-read"); rec.Code != http.StatusOK {
+		t.Errorf("a good token from another address: %d %s", rec.Code, rec.Body)
+	}
+	if rec := from("198.51.100.9:4000", "tok-read"); rec.Code != http.StatusOK {
+		t.Errorf("after requests without a token: %d %s", rec.Code, rec.Body)
+	}
+	now = now.Add(authFailEvery)
+	if rec := from("203.0.113.5:6001", "tok-read"); rec.Code != http.StatusOK {
+		t.Errorf("once the allowance is back: %d %s", rec.Code, rec.Body)
+	}
+	if rec := from("203.0.113.5:6002", "cairn_guess"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("one more guess: %d", rec.Code)
+	}
+	if rec := from("203.0.113.5:6003", "tok-read"); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("after it: %d, want 429", rec.Code)
+	}
+}
+
+// A forced account delete is admin's, an operation, audited as such; a
+// token cannot force the delete of its own account, and force is true or
+// false.
+func TestForcedAccountDelete(t *testing.T) {
+	f := newFake(t)
+	h := f.server().RemoteHandler(fakeAuth{}, nil)
+	for _, tc := range []struct {
+		path, token string
+		status      int
+		code        string
+	}{
+		{"/v1/accounts/team?force=true", "tok-member", http.StatusForbidden, api.CodeForbidden},
+		{"/v1/accounts/acct-b?force=true", "tok-admin", http.StatusBadRequest, api.CodeInvalidArgument},
+		{"/v1/accounts/team?force=yes", "tok-admin", http.StatusBadRequest, api.CodeInvalidArgument},
+	} {
+		rec := serve(t, h, "DELETE", tc.path, "", "Authorization", "Bearer "+tc.token)
+		if e := errorOf(t, rec); rec.Code != tc.status || e.Code != tc.code {
+			t.Errorf("%s as %s: %d %+v, want %d %s", tc.path, tc.token, rec.Code, e, tc.status, tc.code)
+		}
+	}
+	if calls := f.takeCalls(); len(calls) != 0 {
+		t.Errorf("refused deletes reached Access: %+v", calls)
+	}
+	rec := serve(t, h, "DELETE", "/v1/accounts/team?force=true", "", "Authorization", "Bearer tok-admin")
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("forced delete: %d %s", rec.Code, rec.Body)
+	}
+	got := f.audit.take()
+	last := got[len(got)-1]
+	if last.Action != "account.delete" || last.Target != "team" || last.Outcome != "accepted" || !strings.HasPrefix(last.Detail, "force; operation ") {
+		t.Errorf("audit entry %+v, want account.delete of team, accepted, force and its operation", last)
 	}
 }

@@ -28,7 +28,7 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if n := noteFrom(r); n != nil {
 		n.operation = op.Info().ID
 	}
-	return streamEvents(w, r, op)
+	return s.streamEvents(w, r, op)
 }
 
 func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {

@@ -236,7 +236,7 @@ type Ports interface {
 }
 
 // Deps are the parts a Server serves. Every field must be set but
-// Requests.
+// Requests and Fingerprint.
 type Deps struct {
 	Sandboxes   Sandboxes
 	Views       SandboxViews
@@ -253,4 +253,8 @@ type Deps struct {
 	Activity    Activity
 	// Requests is told about every request answered; nil: nobody.
 	Requests RequestObserver
+	// Fingerprint is the fingerprint of the certificate the TCP
+	// listener serves now (GET /v1 answers it in tls_fingerprint); nil:
+	// the ServerInfo's, as given.
+	Fingerprint func() string
 }

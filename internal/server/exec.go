@@ -1,6 +1,10 @@
 package server
 
 import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +41,9 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	if !req.Detach && !ok {
 		return errdefs.New(api.CodeInvalidRequest, "connection cannot be upgraded")
 	}
-	pid, stream, err := s.processes.Exec(r.Context(), s.account(r), r.PathValue("name"), req)
+	ctx, done := s.openSession(r)
+	defer done()
+	pid, stream, err := s.processes.Exec(ctx, s.account(r), r.PathValue("name"), req)
 	if err != nil {
 		return err
 	}
@@ -58,6 +64,16 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := buf.Flush(); err != nil {
 		return nil
 	}
+	// The token's end (revoked, expired) cuts the session: the stream
+	// closes, so cairn-init hangs the command up as when the client goes,
+	// and a client slow to read gets a moment for the Error frame.
+	stop := context.AfterFunc(ctx, func() {
+		if tokenEnded(ctx) != nil {
+			stream.Close()
+			conn.SetWriteDeadline(time.Now().Add(time.Second))
+		}
+	})
+	defer stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -68,11 +84,48 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 		io.Copy(stream, buf.Reader)
 		stream.Close()
 	}()
-	// Sandbox → client, until the Exit frame (then the stream reads EOF).
-	if _, err := io.Copy(conn, stream); errors.Is(err, agent.ErrSessionLost) {
+	// Sandbox → client, frame by frame, until the Exit frame (then the
+	// stream reads EOF): whole frames only, so that an Error frame can
+	// follow the last one.
+	if err := copyFrames(conn, stream); errors.Is(err, agent.ErrSessionLost) && tokenEnded(ctx) == nil {
 		slog.Warn("exec session lost; closing the client's connection", "sandbox", r.PathValue("name"), "pid", pid, "err", err)
+	}
+	if err := tokenEnded(ctx); err != nil {
+		b, _ := json.Marshal(api.ErrorInfo{Code: errdefs.CodeOf(err), Message: err.Error()})
+		api.WriteFrame(conn, api.FrameError, b)
 	}
 	conn.Close()
 	wg.Wait()
 	return nil
+}
+
+// copyFrames copies exec frames from src to dst, each in one write,
+// until src ends (nil at a clean end between frames) or either fails.
+func copyFrames(dst io.Writer, src io.Reader) error {
+	in := bufio.NewReaderSize(src, 64<<10)
+	buf := make([]byte, 5+4096)
+	for {
+		if _, err := io.ReadFull(in, buf[:5]); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(buf[1:5]))
+		if n > api.MaxFramePayload {
+			return api.ErrFrameTooLarge
+		}
+		if 5+n > cap(buf) {
+			nb := make([]byte, 5+n)
+			copy(nb, buf[:5])
+			buf = nb
+		}
+		frame := buf[:5+n]
+		if _, err := io.ReadFull(in, frame[5:]); err != nil {
+			return err
+		}
+		if _, err := dst.Write(frame); err != nil {
+			return err
+		}
+	}
 }

@@ -46,6 +46,8 @@ type fake struct {
 
 	services []api.ServiceStatus // Services' answer
 	stream   *fakeStream         // Exec's stream of an attached command
+	// execStream, if set, is Exec's stream instead of stream.
+	execStream io.ReadWriteCloser
 	// connectTo is the address Connect dials (a test's loopback server).
 	connectTo string
 	audit     fakeAudit // the audit log
@@ -228,6 +230,9 @@ func (f *fake) Exec(_ context.Context, account, name string, req api.ExecRequest
 	if req.Detach {
 		return 42, nil, nil
 	}
+	if f.execStream != nil {
+		return 42, f.execStream, nil
+	}
 	return 42, f.stream, nil
 }
 
@@ -407,6 +412,10 @@ func (f fakeAccess) SetDiskLimit(_ context.Context, name string, bytes int64) (a
 func (f fakeAccess) DeleteAccount(_ context.Context, name string) error {
 	f.record("Access.DeleteAccount", "", name)
 	return f.err
+}
+
+func (f fakeAccess) PurgeAccount(_ context.Context, name string) (*operation.Op, error) {
+	return f.op("Access.PurgeAccount", "", name)
 }
 
 func (f fakeAccess) CreateToken(_ context.Context, account, name string, role auth.Role, ttl time.Duration) (api.NewToken, error) {

@@ -13,6 +13,10 @@ import (
 func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) error {
 	info := s.info
 	info.Account = s.account(r)
+	if s.fingerprint != nil && info.Listen != "" {
+		// The certificate served now: a renewal shows at once.
+		info.TLSFingerprint = s.fingerprint()
+	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }
@@ -207,7 +211,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return streamEvents(w, r, op)
+	return s.streamEvents(w, r, op)
 }
 
 func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {

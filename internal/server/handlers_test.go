@@ -94,6 +94,8 @@ var routeCases = []routeCase{
 		want: &call{"Access.SetDiskLimit", "", []any{"team", int64(0)}}},
 	{method: "DELETE", pattern: "/v1/accounts/{name}", path: "/v1/accounts/team", status: 200,
 		want: &call{"Access.DeleteAccount", "", []any{"team"}}, bodyHas: `"deleted":"team"`},
+	{method: "DELETE", pattern: "/v1/accounts/{name}", path: "/v1/accounts/team?force=true", status: 202,
+		want: &call{"Access.PurgeAccount", "", []any{"team"}}},
 	{method: "GET", pattern: "/v1/tokens", path: "/v1/tokens?account=team", status: 200,
 		want: &call{"Access.Tokens", "", []any{"team"}}},
 	{method: "POST", pattern: "/v1/tokens", path: "/v1/tokens", body: `{"name":"ci","role":"read","expires":"30d"}`, status: 201,

@@ -171,9 +171,9 @@ func (s *Server) sbCreateCheckpoint(w http.ResponseWriter, r *http.Request) erro
 	s.insideOps.add(op.Info().ID, sc.id, s.ops)
 	s.accountOps.add(op.Info().ID, sc.account, s.ops)
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		return accepted(w, r, op)
+		return s.acceptedOp(w, r, op)
 	}
-	return streamEvents(w, r, op)
+	return s.streamEvents(w, r, op)
 }
 
 // sbRestore starts an in-place restore and answers 202 at once: the

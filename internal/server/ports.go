@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -97,7 +98,9 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errdefs.New(api.CodeInvalidRequest, "connection cannot be upgraded")
 	}
-	backend, err := s.ports.Connect(r.Context(), s.account(r), r.PathValue("name"), port)
+	ctx, done := s.openSession(r)
+	defer done()
+	backend, err := s.ports.Connect(ctx, s.account(r), r.PathValue("name"), port)
 	if err != nil {
 		return err
 	}
@@ -108,12 +111,21 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer conn.Close()
 	// The connection lasts as long as the TCP connection: no deadline of
-	// the request (package httpedge) applies to it any more.
+	// the request (package httpedge) applies to it any more. The end of
+	// the token (revoked, expired) closes both sides: raw bytes have no
+	// way to say why.
 	conn.SetDeadline(time.Time{})
 	fmt.Fprintf(buf, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\n\r\n", api.ConnectUpgrade)
 	if err := buf.Flush(); err != nil {
 		return nil
 	}
+	stop := context.AfterFunc(ctx, func() {
+		if tokenEnded(ctx) != nil {
+			conn.Close()
+			backend.Close()
+		}
+	})
+	defer stop()
 	splice(conn, buf.Reader, backend)
 	return nil
 }

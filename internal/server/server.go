@@ -39,7 +39,9 @@ type Server struct {
 	stopping      context.Context
 	stopFollowers context.CancelFunc
 	info          api.ServerInfo
-	mux           *http.ServeMux
+	// fingerprint is the listener's certificate's now; nil: info's.
+	fingerprint func() string
+	mux         *http.ServeMux
 	// insideOps is which sandbox started each operation through its
 	// management socket.
 	insideOps opOwners
@@ -48,7 +50,11 @@ type Server struct {
 	accountOps opOwners
 	// tokenRates is each API token's request rate (RemoteHandler).
 	tokenRates tokenRates
-	audit      Auditor // nil: no audit log
+	// authFails is each remote address's bad tokens (RemoteHandler).
+	authFails failedAuths
+	// sessions are the long sessions open, by token (sessions.go).
+	sessions sessions
+	audit    Auditor // nil: no audit log
 	// requests is told about every request answered; nil: nobody.
 	requests RequestObserver
 }
@@ -60,7 +66,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
-		requests: d.Requests,
+		requests: d.Requests, fingerprint: d.Fingerprint,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
 	s.mux = newMux(s, hostAPI, routes)
@@ -244,21 +250,21 @@ func bodyTimeout(err error) error {
 // request acts for the default account; token auth comes with TCP.
 func (s *Server) account(r *http.Request) string { return credential(r).Account }
 
-// accepted records that r's account started op, and answers as accepted
-// does.
+// accepted records that r's account started op, and answers as
+// acceptedOp does.
 func (s *Server) accepted(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
 	s.accountOps.add(op.Info().ID, s.account(r), s.ops)
 	if n := noteFrom(r); n != nil {
 		n.operation = op.Info().ID
 	}
-	return accepted(w, r, op)
+	return s.acceptedOp(w, r, op)
 }
 
-// accepted answers 202 with an operation, or, if the client accepts
+// acceptedOp answers 202 with an operation, or, if the client accepts
 // NDJSON, streams the operation's events in the response instead.
-func accepted(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
+func (s *Server) acceptedOp(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
 	if strings.Contains(r.Header.Get("Accept"), ndjson) {
-		return streamEvents(w, r, op)
+		return s.streamEvents(w, r, op)
 	}
 	info := op.Info()
 	w.Header().Set("Location", "/v1/operations/"+info.ID)
@@ -269,15 +275,22 @@ func accepted(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
 const ndjson = "application/x-ndjson"
 
 // streamEvents writes an operation's events as NDJSON, from its first,
-// until its complete or error event.
-func streamEvents(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
+// until its complete or error event, or until the token of the request
+// is revoked or expires (a long session).
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, op *operation.Op) error {
 	w.Header().Set("Content-Type", ndjson)
 	w.Header().Set("Cairn-Operation", op.Info().ID)
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush() // the client knows the stream is open before any event
+	}
 	enc := json.NewEncoder(w)
-	// Once the header is sent, an error can only end the stream early.
-	op.Follow(r.Context(), func(ev api.Event) error {
+	// Once the header is sent, an error can only end the stream early:
+	// the token's end says why, in the last line.
+	ctx, done := s.openSession(r)
+	defer done()
+	op.Follow(ctx, func(ev api.Event) error {
 		if err := enc.Encode(ev); err != nil {
 			return err
 		}
@@ -286,5 +299,6 @@ func streamEvents(w http.ResponseWriter, r *http.Request, op *operation.Op) erro
 		}
 		return nil
 	})
+	endStream(ctx, w, enc)
 	return nil
 }

@@ -58,3 +58,27 @@ func TestEveryCodeHasAStatus(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1 answers the fingerprint of the certificate served now, not the
+// one cairnd started with.
+func TestServerInfoFingerprintIsCurrent(t *testing.T) {
+	fp := "sha256:aa"
+	s := New(Deps{Operations: operation.NewRegistry(t.Context(), nil), Fingerprint: func() string { return fp }},
+		api.ServerInfo{Version: "test", Listen: "https://127.0.0.1:7443", TLSFingerprint: "sha256:stale"})
+	info := func() api.ServerInfo {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", "/v1", nil))
+		var got api.ServerInfo
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatalf("GET /v1: %s", rec.Body)
+		}
+		return got
+	}
+	if got := info().TLSFingerprint; got != "sha256:aa" {
+		t.Errorf("fingerprint %q, want sha256:aa", got)
+	}
+	fp = "sha256:bb" // renewed
+	if got := info().TLSFingerprint; got != "sha256:bb" {
+		t.Errorf("after a renewal: fingerprint %q, want sha256:bb", got)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -201,7 +202,11 @@ func TestAttachedExecUpgradesAndPipes(t *testing.T) {
 		return bufio.NewReader(conn), conn
 	}
 
-	f.stream = newFakeStream("frames from the sandbox", "frames from the client")
+	var frames bytes.Buffer
+	api.WriteFrame(&frames, api.FrameStdout, []byte("from the sandbox"))
+	api.WriteFrame(&frames, api.FrameStderr, bytes.Repeat([]byte("e"), 70<<10)) // past the copy's buffer
+	api.WriteFrame(&frames, api.FrameExit, []byte(`{"code":0}`))
+	f.stream = newFakeStream(frames.String(), "frames from the client")
 	br, conn := exec("frames from the client")
 	defer conn.Close()
 	resp, err := http.ReadResponse(br, nil)
@@ -212,14 +217,16 @@ func TestAttachedExecUpgradesAndPipes(t *testing.T) {
 		t.Fatalf("exec: %d %v", resp.StatusCode, resp.Header)
 	}
 	out, err := io.ReadAll(br)
-	if err != nil || string(out) != "frames from the sandbox" {
-		t.Fatalf("client read %q, %v", out, err)
+	if err != nil || !bytes.Equal(out, frames.Bytes()) {
+		t.Fatalf("client read %.100q, %v; want the sandbox's frames as sent", out, err)
 	}
 	if got := f.stream.input(); got != "frames from the client" {
 		t.Fatalf("sandbox read %q", got)
 	}
-	if !f.stream.isClosed() {
-		t.Fatal("the stream was not closed")
+	for deadline := time.Now().Add(5 * time.Second); !f.stream.isClosed(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // closed as the handler returns, after the client's EOF
+			t.Fatal("the stream was not closed")
+		}
 	}
 	checkCalls(t, "attached exec", f.takeCalls(), &call{"Exec", def, []any{"web", api.ExecRequest{Command: []string{"sh"}, Stdin: true}}}, "")
 
