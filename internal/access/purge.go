@@ -41,6 +41,10 @@ type Purge struct {
 	Emptier Emptier
 	// OffsiteWait bounds the wait for the off-site deletes; 0: 2 minutes.
 	OffsiteWait time.Duration
+	// Forget, if set, is told of each account deleted, to let go of what
+	// is kept for it outside the store (its off-site service and default
+	// repository directory, its build steps' cache entries).
+	Forget func(ctx context.Context, acct metadata.Account)
 }
 
 // offsiteWait is how long a forced delete waits, by default, for the
@@ -122,6 +126,9 @@ func (s *Service) purgeAccount(ctx context.Context, op *operation.Op, acct metad
 		return res, unfinished(acct.Name, errdefs.Wrap(api.CodeAccountNotEmpty, err, "something was made in it while it was emptied"))
 	case err != nil:
 		return res, unfinished(acct.Name, err)
+	}
+	if s.purge.Forget != nil {
+		s.purge.Forget(ctx, acct)
 	}
 	op.Step(api.PhaseDone, "Deleted account %s: %d sandboxes, %d checkpoints, %d tokens", acct.Name, res.Sandboxes, res.Checkpoints, res.Tokens)
 	return res, nil

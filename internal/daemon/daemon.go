@@ -299,7 +299,15 @@ func Run(ctx context.Context, cfg Config) error {
 		info.Listen = "https://" + remote.ln.Addr().String()
 		fingerprint = remote.fingerprint
 	}
-	accessSvc := access.New(access.Config{Store: store, Now: time.Now, Purge: access.Purge{Ops: ops, Emptier: mgr}})
+	accessSvc := access.New(access.Config{Store: store, Now: time.Now, Purge: access.Purge{Ops: ops, Emptier: mgr,
+		Forget: func(ctx context.Context, acct metadata.Account) {
+			offsites.Forget(acct)
+			if n, err := images.PruneAccountSteps(ctx, acct.ID); err != nil {
+				slog.Warn("drop a deleted account's build steps from the cache", "account", acct.Name, "err", err)
+			} else if n > 0 {
+				slog.Info("build steps of a deleted account dropped from the cache", "account", acct.Name, "entries", n)
+			}
+		}}})
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,

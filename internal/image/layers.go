@@ -112,6 +112,12 @@ func (c *Catalog) PruneCache(ctx context.Context) (api.PruneImagesResult, error)
 	return api.PruneImagesResult{Removed: n}, err
 }
 
+// PruneAccountSteps deletes the cache entries of the build steps of the
+// account with that id (deleted: its ids are never given again).
+func (c *Catalog) PruneAccountSteps(ctx context.Context, accountID int64) (int, error) {
+	return c.cache.Prune(ctx, func(e cache.Entry) bool { return accountID > 0 && e.Account == accountID })
+}
+
 // treeBytes is the size of the files in the tree at root: each regular
 // file's once, however many names it has.
 func treeBytes(root string) (int64, error) {

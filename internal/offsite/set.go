@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -27,7 +28,8 @@ type Set struct {
 
 	mu       sync.Mutex
 	services map[int64]*Service
-	runCtx   context.Context // set by Run; nil before
+	stops    map[int64]context.CancelFunc // ends a running service's queue
+	runCtx   context.Context              // set by Run; nil before
 }
 
 // SetConfig is what NewSet needs.
@@ -48,7 +50,7 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Set{store: cfg.Store, disk: cfg.Disk, now: cfg.Now, dataDir: cfg.DataDir, configs: map[string]Config{}, services: map[int64]*Service{}}
+	s := &Set{store: cfg.Store, disk: cfg.Disk, now: cfg.Now, dataDir: cfg.DataDir, configs: map[string]Config{}, services: map[int64]*Service{}, stops: map[int64]context.CancelFunc{}}
 	for name, c := range cfg.Accounts {
 		if err := metadata.ValidateAccountName(name); err != nil {
 			return nil, fmt.Errorf("off-site config of account %q: %w", name, err)
@@ -138,9 +140,42 @@ func (s *Set) add(acct metadata.Account) *Service {
 	}
 	s.services[acct.ID] = svc
 	if s.runCtx != nil {
-		go svc.Run(s.runCtx)
+		s.start(acct.ID, svc)
 	}
 	return svc
+}
+
+// start runs svc's queue until Run's context ends or Forget stops it;
+// s.mu is held.
+func (s *Set) start(id int64, svc *Service) {
+	ctx, cancel := context.WithCancel(s.runCtx)
+	s.stops[id] = cancel
+	go svc.Run(ctx)
+}
+
+// Forget stops the service of a deleted account and removes its default
+// repository directory and key file (DATA-DIR/offsite/account-<id>),
+// unless the config file gave it locations of its own: what it held
+// there was deleted with its checkpoints. Its id is never given again.
+func (s *Set) Forget(acct metadata.Account) {
+	if acct.Name == metadata.DefaultAccount {
+		return
+	}
+	s.mu.Lock()
+	if stop := s.stops[acct.ID]; stop != nil {
+		stop()
+	}
+	delete(s.stops, acct.ID)
+	delete(s.services, acct.ID)
+	_, configured := s.configs[acct.Name]
+	s.mu.Unlock()
+	if configured {
+		return
+	}
+	dir := filepath.Join(s.dataDir, "offsite", "account-"+strconv.FormatInt(acct.ID, 10))
+	if err := os.RemoveAll(dir); err != nil {
+		slog.Warn("off-site: remove a deleted account's repository directory", "dir", dir, "err", err)
+	}
 }
 
 // Run makes the service of every account there is and works their
@@ -149,8 +184,8 @@ func (s *Set) Run(ctx context.Context) {
 	s.addMissing(ctx)
 	s.mu.Lock()
 	s.runCtx = ctx
-	for _, svc := range s.services {
-		go svc.Run(ctx)
+	for id, svc := range s.services {
+		s.start(id, svc)
 	}
 	s.mu.Unlock()
 	<-ctx.Done()

@@ -95,6 +95,11 @@ func TestForcedAccountDelete(t *testing.T) {
 			t.Errorf("the account is still listed: %+v", accts)
 		}
 	}
+	// Its off-site repository (the embedded default, a directory of its
+	// own) and key went with it.
+	if dirs, _ := filepath.Glob(filepath.Join(d.dataDir, "offsite", "account-*")); len(dirs) != 0 {
+		t.Errorf("the deleted account's off-site directory is still there: %v", dirs)
+	}
 	if code, _ := member.errorCode("list"); code != api.CodeUnauthenticated {
 		t.Errorf("its token after the delete: %s, want %s", code, api.CodeUnauthenticated)
 	}
