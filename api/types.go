@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Sandbox states as reported by the API.
 const (
@@ -73,9 +76,15 @@ type Sandbox struct {
 	// DiskBytes is the size of its disk, the image's files included: past
 	// it, writes inside fail with EDQUOT ("Disk quota exceeded"); 0: no
 	// size of its own (the pool's space is the bound).
-	DiskBytes int64     `json:"disk_bytes,omitempty"`
-	Parent    string    `json:"parent,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	DiskBytes int64  `json:"disk_bytes,omitempty"`
+	Parent    string `json:"parent,omitempty"`
+	// Env, User and Workdir are the defaults of its execs and services
+	// (after the image's; an exec's own win); Labels its tags.
+	Env       []string          `json:"env,omitempty"`
+	User      string            `json:"user,omitempty"`
+	Workdir   string            `json:"workdir,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
 	// AgentConnected says whether cairn-init inside is connected: a
 	// connection that proved it holds the sandbox's agent key (see
 	// docs/exec-protocol.md); only meaningful while running.
@@ -205,6 +214,13 @@ type CreateSandboxRequest struct {
 	// Network is its network mode and rules; default: mode egress, no
 	// rules of its own (see docs/networking.md).
 	Network *NetworkChange `json:"network,omitempty"`
+	// Env (KEY=VALUE), User (user[:group] or uid[:gid]) and Workdir (an
+	// absolute path) are the defaults of every exec and service, after
+	// the image's; Labels are key=value tags (GET /v1/sandboxes?label=k=v).
+	Env     []string          `json:"env,omitempty"`
+	User    string            `json:"user,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Network is a sandbox's network: its mode and rules (docs/networking.md).
@@ -245,6 +261,31 @@ type ConfigureSandboxRequest struct {
 	Inside         *InsideChange  `json:"inside,omitempty"`
 	Restart        string         `json:"restart,omitempty"`
 	Network        *NetworkChange `json:"network,omitempty"`
+	// Env sets variables (KEY=VALUE; a key it has is replaced in place),
+	// UnsetEnv removes them by key; Labels sets labels, UnsetLabels
+	// removes them. User and Workdir, when given, replace the defaults
+	// ("" goes back to the image's). New execs see a change at once;
+	// services at the sandbox's next start.
+	Env         []string          `json:"env,omitempty"`
+	UnsetEnv    []string          `json:"unset_env,omitempty"`
+	User        *string           `json:"user,omitempty"`
+	Workdir     *string           `json:"workdir,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	UnsetLabels []string          `json:"unset_labels,omitempty"`
+}
+
+// LabelFilter says whether labels match a filter of GET
+// /v1/sandboxes?label=…: each filter "k=v" needs label k with value v,
+// each "k" needs label k; all must match.
+func LabelFilter(labels map[string]string, filters []string) bool {
+	for _, f := range filters {
+		k, v, withValue := strings.Cut(f, "=")
+		got, ok := labels[k]
+		if !ok || withValue && got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Image is a read-only root file system sandboxes start from.

@@ -161,6 +161,25 @@ func (c *Client) Sandboxes(ctx context.Context, parent string) ([]api.Sandbox, e
 	return out, c.do(ctx, "GET", path, nil, &out)
 }
 
+// SandboxesLabelled lists the sandboxes (forks of parent only, unless
+// "") that have every label of labels ("key=value", or "key" for any
+// value).
+func (c *Client) SandboxesLabelled(ctx context.Context, parent string, labels []string) ([]api.Sandbox, error) {
+	q := url.Values{}
+	if parent != "" {
+		q.Set("parent", parent)
+	}
+	for _, l := range labels {
+		q.Add("label", l)
+	}
+	path := "/v1/sandboxes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out []api.Sandbox
+	return out, c.do(ctx, "GET", path, nil, &out)
+}
+
 // Sandbox returns one sandbox.
 func (c *Client) Sandbox(ctx context.Context, name string) (api.Sandbox, error) {
 	var out api.Sandbox

@@ -25,6 +25,7 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 			out.Parent = sb.ParentID
 		}
 	}
+	out.Env, out.User, out.Workdir, out.Labels = sb.Settings.Env, sb.Settings.User, sb.Settings.Workdir, sb.Settings.Labels
 	out.AutoCheckpointSeconds = int64(sb.AutoCheckpoint / time.Second)
 	out.Inside = api.InsideSettings{Memory: sb.Inside.Memory, Names: sb.Inside.Names,
 		CheckpointsPerMinute: sb.Inside.PerMinute, CheckpointsKept: sb.Inside.Keep}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
@@ -25,6 +26,7 @@ type createOptions struct {
 	Inside         *api.InsideChange
 	Restart        string // restart policy; "" for on-failure
 	Network        *api.NetworkChange
+	Settings       settingsFlags
 }
 
 func newCreateCommand(g *globalOptions) *cobra.Command {
@@ -64,8 +66,11 @@ leaves it crashed. "cairn config" changes it.
 
 ` + networkHelp + ` "cairn network set" changes them.
 
+` + settingsHelp + ` "cairn config" changes them.
+
 ` + insideHelp + ` "cairn config" changes them too.`,
 		Example: `  cairn create web
+  cairn create agent --env OPENAI_BASE_URL=http://proxy:8080 --workdir /work --label team=ml
   cairn create dev --image debian --deny 0.0.0.0/0 --allow '*.debian.org'
   cairn create offline --network none
   cairn create dev --image debian --cpus 2 --memory 2G --disk 20G
@@ -92,12 +97,13 @@ leaves it crashed. "cairn config" changes it.
 	boundedDurationVar(f, &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
 	f.StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no (default on-failure)")
 	netFlags.register(f, "network")
+	opts.Settings.register(f, false)
 	return cmd
 }
 
 func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error {
 	c := g.client()
-	op, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{
+	req := api.CreateSandboxRequest{
 		Name:           opts.Name,
 		Image:          opts.Image,
 		CPUs:           opts.CPUs,
@@ -107,7 +113,9 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		Inside:         opts.Inside,
 		Restart:        opts.Restart,
 		Network:        opts.Network,
-	})
+	}
+	opts.Settings.create(&req)
+	op, err := c.CreateSandbox(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -125,6 +133,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 // listOptions are the flags of cairn list.
 type listOptions struct {
 	Parent string
+	Labels []string // key=value or key: all must match
 }
 
 func newListCommand(g *globalOptions) *cobra.Command {
@@ -136,10 +145,12 @@ func newListCommand(g *globalOptions) *cobra.Command {
 		Long: `List the sandboxes of your account with their state, image, limits,
 parent (the sandbox a fork came from) and age.
 
---parent keeps only the forks of one sandbox. --json prints an array of
-sandbox objects.`,
+--parent keeps only the forks of one sandbox; --label key=value (or key)
+only those with that label (repeatable: all must match). --json prints an
+array of sandbox objects.`,
 		Example: `  cairn list
   cairn list --parent web
+  cairn list --label team=ml
   cairn list --json`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -147,11 +158,12 @@ sandbox objects.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Parent, "parent", "", "only forks of this sandbox")
+	cmd.Flags().StringArrayVar(&opts.Labels, "label", nil, "only sandboxes with this label, key=value or key (repeatable)")
 	return cmd
 }
 
 func runList(ctx context.Context, opts listOptions, g *globalOptions) error {
-	list, err := g.client().Sandboxes(ctx, opts.Parent)
+	list, err := g.client().SandboxesLabelled(ctx, opts.Parent, opts.Labels)
 	if err != nil {
 		return err
 	}
@@ -386,6 +398,8 @@ type configOptions struct {
 	AutoCheckpoint string // new interval of automatic checkpoints, e.g. "15m"
 	Inside         *api.InsideChange
 	Restart        string // new restart policy
+	Settings       settingsFlags
+	flags          *pflag.FlagSet // to tell a flag given empty from one not given
 }
 
 func newConfigCommand(g *globalOptions) *cobra.Command {
@@ -405,6 +419,10 @@ cannot be switched off. The sandbox need not be running.
 --restart sets what cairnd does when the sandbox dies: on-failure, always
 or no (see "cairn create --help").
 
+` + settingsHelp + ` --unset-env KEY and --unlabel KEY remove them; --user ""
+and --workdir "" go back to the image's. New execs see a change at once,
+services at the sandbox's next start.
+
 ` + insideHelp + ` A change applies to the next request from inside.
 
 --json prints the sandbox.`,
@@ -412,13 +430,15 @@ or no (see "cairn create --help").
   cairn config web --auto-checkpoint 1h --json
   cairn config web --restart no
   cairn config agent --inside-names --inside-rate 1
-  cairn config agent --inside-memory=false`,
+  cairn config agent --inside-memory=false
+  cairn config agent --env MODEL=small --unset-env DEBUG --label stage=test`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			opts.Inside = inside.change(cmd.Flags())
-			if opts.AutoCheckpoint == "" && opts.Restart == "" && opts.Inside == nil {
-				return usageErrorf("nothing to change: give --auto-checkpoint DURATION, --restart POLICY or an --inside-… flag")
+			opts.flags = cmd.Flags()
+			if opts.AutoCheckpoint == "" && opts.Restart == "" && opts.Inside == nil && !opts.Settings.change(cmd.Flags(), &api.ConfigureSandboxRequest{}) {
+				return usageErrorf("nothing to change: give --auto-checkpoint DURATION, --restart POLICY, an --inside-… flag, --env, --user, --workdir or --label")
 			}
 			return runConfig(cmd.Context(), opts, g)
 		},
@@ -426,15 +446,18 @@ or no (see "cairn create --help").
 	inside.register(cmd.Flags())
 	boundedDurationVar(cmd.Flags(), &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m")
 	cmd.Flags().StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no")
+	opts.Settings.register(cmd.Flags(), true)
 	return cmd
 }
 
 func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error {
-	sb, err := g.client().ConfigureSandbox(ctx, opts.Name, api.ConfigureSandboxRequest{
+	req := api.ConfigureSandboxRequest{
 		AutoCheckpoint: opts.AutoCheckpoint,
 		Inside:         opts.Inside,
 		Restart:        opts.Restart,
-	})
+	}
+	settings := opts.flags != nil && opts.Settings.change(opts.flags, &req)
+	sb, err := g.client().ConfigureSandbox(ctx, opts.Name, req)
 	if err != nil {
 		return err
 	}
@@ -453,6 +476,9 @@ func runConfig(ctx context.Context, opts configOptions, g *globalOptions) error 
 	}
 	if opts.Inside != nil {
 		g.printf("Sandbox %s: from inside: %s\n", opts.Name, formatInside(sb.Inside))
+	}
+	if settings {
+		g.printf("Sandbox %s: %s\n", opts.Name, formatSettings(sb))
 	}
 	return nil
 }

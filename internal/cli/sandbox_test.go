@@ -219,11 +219,13 @@ func TestCreateFollowsToTheEnd(t *testing.T) {
 	})
 	sock := fakeDaemon(t, mux)
 
-	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "create", "web", "--image", "debian", "--cpus", "2", "--memory", "512M")
+	code, stdout, stderr := runCLI(t, context.Background(), "--socket", sock, "create", "web", "--image", "debian", "--cpus", "2", "--memory", "512M",
+		"--env", "A=1", "--env", "B=x=y", "--user", "app", "--workdir", "/srv", "--label", "team=ml", "--label", "gpu")
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	if want := (api.CreateSandboxRequest{Name: "web", Image: "debian", CPUs: 2, Memory: "512M"}); req != want {
+	if want := (api.CreateSandboxRequest{Name: "web", Image: "debian", CPUs: 2, Memory: "512M", Env: []string{"A=1", "B=x=y"}, User: "app", Workdir: "/srv",
+		Labels: map[string]string{"team": "ml", "gpu": ""}}); !reflect.DeepEqual(req, want) {
 		t.Errorf("request %+v, want %+v", req, want)
 	}
 	if want := "Building image debian: I: Retrieving Packages\nStarting sandbox web\n"; stderr != want {

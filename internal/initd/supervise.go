@@ -193,7 +193,7 @@ func (m *services) launch(sv *service) (_ *proc, err error) {
 			log.Close()
 		}
 	}()
-	cmd, err := command(m.env, execRequest(sv.def))
+	cmd, err := command(m.env, withSandboxDefaults(m.env, execRequest(sv.def)))
 	if err != nil {
 		return nil, m.failed(sv, err)
 	}

@@ -1,11 +1,14 @@
 package initd
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cairn-sandbox/cairn/api"
 )
 
 // Image defaults. cairnd passes the working directory and user of a
@@ -17,8 +20,19 @@ const (
 	envImageUser = "CAIRN_IMAGE_USER"
 )
 
-// imageDefaults takes the image defaults out of base: the environment
-// commands get, and the default dir and user.
+// Sandbox defaults. cairnd passes the sandbox's own settings (cairn
+// create --env/--user/--workdir) too, as they were at its start: they are
+// the defaults of its services, after the image's. A command cairnd runs
+// comes with the settings as they are now (cairnd fills them in), so
+// commands do not get these.
+const (
+	envSandboxEnv  = "CAIRN_SANDBOX_ENV" // a JSON array of KEY=VALUE
+	envSandboxDir  = "CAIRN_SANDBOX_WORKDIR"
+	envSandboxUser = "CAIRN_SANDBOX_USER"
+)
+
+// imageDefaults takes the image defaults and the sandbox defaults out of
+// base: the environment commands get, and the default dir and user.
 func imageDefaults(base []string) (env []string, dir, usr string) {
 	env = make([]string, 0, len(base))
 	for _, kv := range base {
@@ -27,11 +41,38 @@ func imageDefaults(base []string) (env []string, dir, usr string) {
 			dir = v
 		case envImageUser:
 			usr = v
+		case envSandboxEnv, envSandboxDir, envSandboxUser:
 		default:
 			env = append(env, kv)
 		}
 	}
 	return env, dir, usr
+}
+
+// withSandboxDefaults fills a service's request from the sandbox
+// defaults in base: their environment first (the service's own wins),
+// their dir and user unless it names them. A value cairn-init cannot read
+// is left out, with the rest kept.
+func withSandboxDefaults(base []string, req api.ExecRequest) api.ExecRequest {
+	var env []string
+	for _, kv := range base {
+		switch k, v, _ := strings.Cut(kv, "="); k {
+		case envSandboxEnv:
+			json.Unmarshal([]byte(v), &env)
+		case envSandboxDir:
+			if req.Dir == "" {
+				req.Dir = v
+			}
+		case envSandboxUser:
+			if req.User == "" {
+				req.User = v
+			}
+		}
+	}
+	if len(env) > 0 {
+		req.Env = append(env, req.Env...)
+	}
+	return req
 }
 
 // identity is who a command runs as.

@@ -2,7 +2,10 @@ package initd
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/cairn-sandbox/cairn/api"
 )
 
 func TestImageDefaultsAreTakenOutOfTheEnvironment(t *testing.T) {
@@ -40,5 +43,23 @@ func TestLookupUser(t *testing.T) {
 	}
 	if id, err := lookupUser(""); err != nil || id.cred != nil {
 		t.Errorf("empty: %+v %v", id, err)
+	}
+}
+
+// The sandbox's defaults reach services, after the image's and before the
+// service's own, and never a command's environment.
+func TestSandboxDefaults(t *testing.T) {
+	base := []string{"PATH=/bin", `CAIRN_SANDBOX_ENV=["A=1","B=2"]`, "CAIRN_SANDBOX_WORKDIR=/srv", "CAIRN_SANDBOX_USER=nobody", "CAIRN_IMAGE_WORKDIR=/img"}
+	req := withSandboxDefaults(base, api.ExecRequest{Command: []string{"true"}, Env: []string{"B=9"}})
+	if strings.Join(req.Env, " ") != "A=1 B=2 B=9" || req.Dir != "/srv" || req.User != "nobody" {
+		t.Fatalf("service request %+v", req)
+	}
+	own := withSandboxDefaults(base, api.ExecRequest{Command: []string{"true"}, Dir: "/x", User: "root"})
+	if own.Dir != "/x" || own.User != "root" {
+		t.Fatalf("a service's own dir and user: %+v", own)
+	}
+	env, dir, _ := imageDefaults(base)
+	if strings.Join(env, " ") != "PATH=/bin" || dir != "/img" {
+		t.Fatalf("a command's environment %v, dir %q: the sandbox defaults are cairnd's to give", env, dir)
 	}
 }

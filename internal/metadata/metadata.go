@@ -182,7 +182,10 @@ type Sandbox struct {
 	// Network is its network mode and rules; changed by
 	// SetSandboxNetwork. A Mode of "" given to CreateSandbox stores
 	// NetworkNone.
-	Network   NetworkSettings
+	Network NetworkSettings
+	// Settings are the defaults of its processes and its labels; changed
+	// by SetSandboxSettings.
+	Settings  SandboxSettings
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -599,6 +602,9 @@ type Store interface {
 	// SetSandboxNetwork records the sandbox's network settings.
 	// ErrNotFound if it does not exist.
 	SetSandboxNetwork(ctx context.Context, id string, n NetworkSettings) error
+	// SetSandboxSettings records the defaults of the sandbox's processes
+	// and its labels. ErrNotFound if it does not exist.
+	SetSandboxSettings(ctx context.Context, id string, s SandboxSettings) error
 	// SetRestartPolicy records p as the sandbox's restart policy and sets
 	// UpdatedAt to now; a policy that is not Valid is a plain error,
 	// ErrNotFound if no sandbox has that id.

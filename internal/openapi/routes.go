@@ -63,7 +63,7 @@ var operations = []op{
 		resp: []resp{done("deleted", "The image's name.")}, codes: []string{api.CodeNoImage, api.CodeImageInUse}},
 
 	{method: "GET", path: "/v1/sandboxes", id: "listSandboxes", tag: "sandboxes", summary: "List sandboxes",
-		query: []param{q("parent", str, "only those forked from the sandbox of that name")},
+		query: []param{q("parent", str, "only those forked from the sandbox of that name"), q("label", str, "only those with this label: k=v, or k for any value (repeatable: all must match)")},
 		resp:  []resp{list[api.Sandbox]("The account's sandboxes by name, without their disk usage.")}, codes: []string{api.CodeNoSandbox}},
 	{method: "POST", path: "/v1/sandboxes", id: "createSandbox", tag: "sandboxes", summary: "Create and start a sandbox",
 		body: jsonBody[api.CreateSandboxRequest]("name is required; the rest have defaults (busybox, no CPU or memory limit, cairnd's --default-disk, checkpoints every 5m when the disk changed, network egress)."),

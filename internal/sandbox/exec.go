@@ -27,6 +27,7 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	if err != nil {
 		return 0, nil, err
 	}
+	req = withSettings(req, sb.Settings)
 	// The agent it waited for may go before the command starts (the
 	// sandbox was restored or started again meanwhile): the command did
 	// not run, and waits for the next one.

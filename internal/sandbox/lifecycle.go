@@ -54,6 +54,10 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	if err != nil {
 		return nil, err
 	}
+	settings, err := newSettings(req)
+	if err != nil {
+		return nil, err
+	}
 	acct, release, err := m.ex.reserveName(ctx, account, req.Name)
 	if err != nil {
 		return nil, err
@@ -65,7 +69,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	sb := metadata.Sandbox{
 		ID: newID(), AccountID: acct.ID, Name: req.Name, Image: req.Image,
 		State: metadata.SandboxStopped, CPUs: req.CPUs, MemoryBytes: memory, AutoCheckpoint: every,
-		Inside: inside, DiskBytes: disk, Restart: restart, Network: net,
+		Inside: inside, DiskBytes: disk, Restart: restart, Network: net, Settings: settings,
 	}
 	return m.cfg.Ops.Start("sandbox.create", "sandbox/"+req.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		defer release()

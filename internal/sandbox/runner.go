@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,6 +146,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 		Stdin:     stdin,
 	}
 	spec.Env = append(spec.Env, imageEnv(r.cfg.Images.Config(ctx, sb.Image))...)
+	spec.Env = append(spec.Env, settingsEnv(sb.Settings)...)
 	if err := r.cfg.Disks.LimitRoot(ctx, sb); err != nil {
 		return err
 	}
@@ -487,6 +489,25 @@ func (r *runner) sweep(ctx context.Context, known map[string]bool) (map[string][
 		}
 	}
 	return containers, nil
+}
+
+// settingsEnv is what cairn-init's environment gets of the sandbox's own
+// settings as they are at its start: the defaults of its services, after
+// the image's (initd/user.go). Execs get them from cairnd as they are
+// when the exec starts (withSettings).
+func settingsEnv(set metadata.SandboxSettings) []string {
+	var env []string
+	if len(set.Env) > 0 {
+		b, _ := json.Marshal(set.Env)
+		env = append(env, "CAIRN_SANDBOX_ENV="+string(b))
+	}
+	if set.Workdir != "" {
+		env = append(env, "CAIRN_SANDBOX_WORKDIR="+set.Workdir)
+	}
+	if set.User != "" {
+		env = append(env, "CAIRN_SANDBOX_USER="+set.User)
+	}
+	return env
 }
 
 // imageEnv is what cairn-init's environment gets of an image's config:

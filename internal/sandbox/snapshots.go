@@ -26,8 +26,8 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if req.AutoCheckpoint == "" && req.Inside == nil && req.Restart == "" && req.Network == nil {
-		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint, --restart, an --inside-… setting or a network setting")
+	if req.AutoCheckpoint == "" && req.Inside == nil && req.Restart == "" && req.Network == nil && !settingsChange(req) {
+		return api.Sandbox{}, errdefs.New(api.CodeInvalidArgument, "nothing to change: give --auto-checkpoint, --restart, an --inside-… setting, a network setting, --env, --user, --workdir or a label")
 	}
 	// Everything is checked before anything is changed.
 	var every time.Duration
@@ -41,6 +41,10 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 		return api.Sandbox{}, err
 	}
 	net, err := applyNetworkChange(sb.Network, req.Network)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	settings, err := applySettingsChange(sb.Settings, req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -62,6 +66,11 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	}
 	if req.Inside != nil {
 		if err := m.cfg.Store.SetInsidePolicy(ctx, sb.ID, inside); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
+	if settingsChange(req) {
+		if err := m.cfg.Store.SetSandboxSettings(ctx, sb.ID, settings); err != nil {
 			return api.Sandbox{}, err
 		}
 	}

@@ -104,6 +104,15 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if labels := r.URL.Query()["label"]; len(labels) > 0 {
+		kept := list[:0]
+		for _, sb := range list {
+			if api.LabelFilter(sb.Labels, labels) {
+				kept = append(kept, sb)
+			}
+		}
+		list = kept
+	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
 }

@@ -258,7 +258,7 @@ func parseTime(s string) (time.Time, error) {
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
 	restart_policy, crash_reason, crashed_at, oom_process, oom_at,
-	` + insideColumns + `, disk_bytes, network_mode, network_rules`
+	` + insideColumns + `, disk_bytes, network_mode, network_rules, settings`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -281,6 +281,10 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
+	settings, err := settingsValue(sb.Settings)
+	if err != nil {
+		return fmt.Errorf("metadata: create sandbox: %w", err)
+	}
 	err = inTx(ctx, s.writer, func(tx *sql.Tx) error {
 		// A sandbox id is used once: a new sandbox with the id of a deleted
 		// one would inherit its checkpoints (and its v-numbers again).
@@ -292,12 +296,12 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?, ?, ?, ?)`,
 			append([]any{sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 				nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
 				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt),
 				string(sb.Restart), nullable(sb.LastCrash.What), nullableTime(sb.LastCrash.At),
-				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes, mode, rules)...)...)
+				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes, mode, rules, settings)...)...)
 		return err
 	})
 	if err == nil {
@@ -403,15 +407,18 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 			created, updated           string
 			restart                    string
 			crash, crashAt, oom, oomAt sql.NullString
-			rules                      string
+			rules, settings            string
 		)
 		if err := rows.Scan(append([]any{&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
 			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated,
-			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes, &sb.Network.Mode, &rules)...)...); err != nil {
+			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes, &sb.Network.Mode, &rules, &settings)...)...); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(rules), &sb.Network); err != nil {
 			return nil, fmt.Errorf("sandbox %s: stored network rules: %w", sb.ID, err)
+		}
+		if err := json.Unmarshal([]byte(settings), &sb.Settings); err != nil {
+			return nil, fmt.Errorf("sandbox %s: stored settings: %w", sb.ID, err)
 		}
 		sb.Restart = metadata.RestartPolicy(restart)
 		if sb.LastCrash, err = scanEvent(crash, crashAt); err != nil {
@@ -568,6 +575,30 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, id string, n metadata.Net
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return oneRow(res, what)
+}
+
+// SetSandboxSettings implements metadata.Store.
+func (s *Store) SetSandboxSettings(ctx context.Context, id string, set metadata.SandboxSettings) error {
+	what := "metadata: set settings of sandbox " + id
+	v, err := settingsValue(set)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	res, err := s.writer.ExecContext(ctx, `UPDATE sandboxes SET settings = ?, updated_at = ? WHERE id = ?`,
+		v, formatTime(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return oneRow(res, what)
+}
+
+// settingsValue is the stored column of set.
+func settingsValue(set metadata.SandboxSettings) (string, error) {
+	b, err := json.Marshal(set)
+	if err != nil {
+		return "", fmt.Errorf("settings: %w: %v", errEncode, err)
+	}
+	return string(b), nil
 }
 
 // errEncode: a value could not be stored.

@@ -52,6 +52,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Conflicts", testConflicts},
 		{"AccountIsolation", testAccountIsolation},
 		{"SandboxNetwork", testSandboxNetwork},
+		{"SandboxSettings", testSandboxSettings},
 		{"NotFound", testNotFound},
 		{"InvalidInput", testInvalidInput},
 		{"ListOrderAndFilter", testListOrderAndFilter},

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cairn-sandbox/cairn/api"
+)
+
+// settingsHelp explains the process defaults and labels of cairn create
+// and cairn config.
+const settingsHelp = `--env KEY=VALUE (repeatable) sets a variable every exec and service in the
+sandbox starts with, after the image's (an exec's own --env wins); --user
+user[:group] and --workdir DIR are their defaults instead of the image's.
+--label key=value (repeatable) tags the sandbox ("cairn list --label
+key=value" finds it).`
+
+// settingsFlags are the flags of a sandbox's process defaults and labels.
+type settingsFlags struct {
+	env, unsetEnv, labels, unlabels []string
+	user, workdir                   string
+}
+
+// register adds the flags; config adds those that remove.
+func (s *settingsFlags) register(f *pflag.FlagSet, config bool) {
+	f.StringArrayVar(&s.env, "env", nil, "KEY=VALUE every exec and service starts with (repeatable)")
+	f.StringVar(&s.user, "user", "", "default user[:group] of execs and services (default: the image's)")
+	f.StringVar(&s.workdir, "workdir", "", "default working directory of execs and services (default: the image's)")
+	f.StringArrayVar(&s.labels, "label", nil, "label key=value (repeatable)")
+	if config {
+		f.StringArrayVar(&s.unsetEnv, "unset-env", nil, "remove a variable set with --env (repeatable)")
+		f.StringArrayVar(&s.unlabels, "unlabel", nil, "remove a label (repeatable)")
+	}
+}
+
+// labelMap parses key=value labels ("key" alone: an empty value).
+func labelMap(labels []string) map[string]string {
+	if len(labels) == 0 {
+		return nil
+	}
+	m := map[string]string{}
+	for _, l := range labels {
+		k, v, _ := strings.Cut(l, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// create fills req's settings.
+func (s *settingsFlags) create(req *api.CreateSandboxRequest) {
+	req.Env, req.User, req.Workdir, req.Labels = s.env, s.user, s.workdir, labelMap(s.labels)
+}
+
+// change fills req's settings from the flags given; it reports whether
+// any was.
+func (s *settingsFlags) change(f *pflag.FlagSet, req *api.ConfigureSandboxRequest) bool {
+	req.Env, req.UnsetEnv, req.Labels, req.UnsetLabels = s.env, s.unsetEnv, labelMap(s.labels), s.unlabels
+	if f.Changed("user") {
+		req.User = &s.user
+	}
+	if f.Changed("workdir") {
+		req.Workdir = &s.workdir
+	}
+	return req.Env != nil || req.UnsetEnv != nil || req.Labels != nil || req.UnsetLabels != nil || req.User != nil || req.Workdir != nil
+}
+
+// formatSettings describes a sandbox's process defaults and labels in a
+// line.
+func formatSettings(sb api.Sandbox) string {
+	var parts []string
+	if len(sb.Env) > 0 {
+		parts = append(parts, "env "+strings.Join(sb.Env, " "))
+	}
+	if sb.User != "" {
+		parts = append(parts, "user "+sb.User)
+	}
+	if sb.Workdir != "" {
+		parts = append(parts, "workdir "+sb.Workdir)
+	}
+	if len(sb.Labels) > 0 {
+		parts = append(parts, "labels "+formatLabels(sb.Labels))
+	}
+	if len(parts) == 0 {
+		return "the image's defaults, no labels"
+	}
+	return strings.Join(parts, " · ")
+}
+
+// formatLabels writes labels as k=v, sorted by key.
+func formatLabels(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + labels[k]
+	}
+	return strings.Join(keys, ",")
+}

@@ -1,0 +1,33 @@
+package metadata
+
+import "slices"
+
+// SandboxSettings are what a sandbox's processes start with and the
+// labels it is found by: set at create, changed by SetSandboxSettings,
+// copied to its forks. cairnd checks them before they are stored; the
+// store keeps them as given.
+type SandboxSettings struct {
+	// Env are KEY=VALUE pairs every exec and service starts with, after
+	// the image's Env (a key here wins) and before an exec's own.
+	Env []string `json:"env,omitempty"`
+	// User (user[:group] or uid[:gid]) and Workdir are the defaults of
+	// execs and services; "" leaves the image's.
+	User    string `json:"user,omitempty"`
+	Workdir string `json:"workdir,omitempty"`
+	// Labels are the user's key=value tags (cairn list --label k=v).
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Equal reports whether s and o hold the same settings (a nil and an
+// empty Env or Labels are the same).
+func (s SandboxSettings) Equal(o SandboxSettings) bool {
+	if s.User != o.User || s.Workdir != o.Workdir || !slices.Equal(s.Env, o.Env) || len(s.Labels) != len(o.Labels) {
+		return false
+	}
+	for k, v := range s.Labels {
+		if w, ok := o.Labels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
