@@ -1,0 +1,238 @@
+// Package pgtest runs a private PostgreSQL server for the tests of one
+// package, and gives each test a database of its own on it.
+//
+// A package's TestMain hands its tests to Main, which stops the server
+// (and removes its files) once they are done:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// and a test asks for a database with New:
+//
+//	url := pgtest.New(t) // postgres://…/t_3?host=/tmp/pgtest-…
+//
+// The server is Debian's (package postgresql: the binaries under
+// /usr/lib/postgresql/VERSION/bin, the newest version found). It starts on
+// the first New, so a package whose tests never need it pays nothing. It
+// runs from a temporary directory (its data, log and unix socket), listens
+// on that socket only (no TCP port that other test runs could collide
+// with), trusts local connections, and runs without fsync: durability
+// against a power cut is the server's business, not what these tests
+// check. initdb refuses to run as root, so under root the server runs as
+// the user postgres (runuser), owning its directory.
+//
+// Without PostgreSQL installed New skips the test, or fails it under
+// CI=true (see package testenv).
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+// BinGlob is where Debian's postgresql packages put the server's binaries.
+const BinGlob = "/usr/lib/postgresql/*/bin"
+
+// serverUser runs the server when the tests run as root.
+const serverUser = "postgres"
+
+var (
+	mu       sync.Mutex
+	inMain   bool
+	srv      *server
+	startErr error // why the server could not start; sticky
+	next     int   // numbers the databases
+)
+
+// server is a running postgres.
+type server struct {
+	dir    string // holds data/, the log and the socket
+	bin    string
+	asUser string // "" to run the binaries as this process's user
+	admin  *sql.DB
+}
+
+// Main runs the package's tests and then stops the server if one was
+// started, and exits with the tests' result. Call it from TestMain.
+func Main(m *testing.M) {
+	mu.Lock()
+	inMain = true
+	mu.Unlock()
+	code := m.Run()
+	mu.Lock()
+	if srv != nil {
+		if err := srv.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+		srv = nil
+	}
+	mu.Unlock()
+	os.Exit(code)
+}
+
+// New returns the URL of a new, empty database on the package's server,
+// starting the server first if it is not running. Each call makes another
+// database, so tests that need the same one keep the URL.
+func New(t testing.TB) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if !inMain {
+		t.Fatal("pgtest: the package's TestMain must call pgtest.Main")
+	}
+	if srv == nil && startErr == nil {
+		srv, startErr = start()
+	}
+	if startErr != nil {
+		missing(t, startErr.Error())
+	}
+	next++
+	name := fmt.Sprintf("t_%d", next)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.admin.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	return srv.url(name)
+}
+
+// Dir returns the directory of the running server (its data, log and
+// socket), "" if none runs: for tests that want to read its log.
+func Dir() string {
+	mu.Lock()
+	defer mu.Unlock()
+	if srv == nil {
+		return ""
+	}
+	return srv.dir
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal("pgtest: " + why)
+	}
+	t.Skip("pgtest: " + why)
+}
+
+// url is the URL of database name on the server: over its unix socket, as
+// the user postgres, without a password (the server trusts local users).
+func (s *server) url(name string) string {
+	q := url.Values{"host": {s.dir}, "sslmode": {"disable"}}
+	return (&url.URL{Scheme: "postgres", User: url.User(serverUser), Path: "/" + name, RawQuery: q.Encode()}).String()
+}
+
+// start initialises a cluster in a new temporary directory and starts it.
+func start() (*server, error) {
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{bin: bin}
+	// A short path: the socket's full name must fit in 107 bytes.
+	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(serverUser)
+		if err != nil {
+			os.RemoveAll(s.dir)
+			return nil, fmt.Errorf("running as root and no user %s to run the server as (install postgresql): %v", serverUser, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(s.dir, uid, gid); err != nil {
+			os.RemoveAll(s.dir)
+			return nil, err
+		}
+		s.asUser = serverUser
+	}
+	data := filepath.Join(s.dir, "data")
+	if err := s.run("initdb", "--pgdata", data, "--username", serverUser, "--auth", "trust",
+		"--encoding", "UTF8", "--no-locale", "--no-sync"); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories='%s' -c fsync=off -c full_page_writes=off -c max_connections=200", s.dir)
+	if err := s.run("pg_ctl", "start", "--pgdata", data, "--wait", "--timeout", "60",
+		"--log", filepath.Join(s.dir, "server.log"), "-o", opts); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+		os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("%v\n%s", err, log)
+	}
+	s.admin, err = sql.Open("pgx", s.url("postgres"))
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = s.admin.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("connect to the test server: %w", err)
+	}
+	return s, nil
+}
+
+// findBin returns the newest directory of PostgreSQL server binaries.
+func findBin() (string, error) {
+	dirs, _ := filepath.Glob(BinGlob)
+	var found []string
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			found = append(found, d)
+		}
+	}
+	if len(found) == 0 {
+		return "", fmt.Errorf("no PostgreSQL server in %s (install Debian's postgresql: scripts/install-deps.sh --test)", BinGlob)
+	}
+	version := func(d string) int { v, _ := strconv.Atoi(filepath.Base(filepath.Dir(d))); return v }
+	sort.Slice(found, func(i, j int) bool { return version(found[i]) < version(found[j]) })
+	return found[len(found)-1], nil
+}
+
+// run runs one of the server's binaries, as the server's user.
+func (s *server) run(tool string, args ...string) error {
+	path := filepath.Join(s.bin, tool)
+	var cmd *exec.Cmd
+	if s.asUser != "" {
+		cmd = exec.Command("runuser", append([]string{"-u", s.asUser, "--", path}, args...)...)
+	} else {
+		cmd = exec.Command(path, args...)
+	}
+	cmd.Dir = s.dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", tool, err, out.Bytes())
+	}
+	return nil
+}
+
+// stop stops the server at once (nothing it holds is kept) and removes
+// its directory.
+func (s *server) stop() error {
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	err := s.run("pg_ctl", "stop", "--pgdata", filepath.Join(s.dir, "data"), "--mode", "immediate", "--wait")
+	if rmErr := os.RemoveAll(s.dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
