@@ -345,3 +345,35 @@ func readTime(t sql.NullTime) time.Time {
 	}
 	return t.Time.UTC()
 }
+
+// HoldLock takes the session-level advisory lock key on a connection of
+// its own and keeps it until release is called (or the connection, or
+// the process, ends: the server then lets go of it). A lock another
+// session holds is an error wrapping metadata.ErrConflict, at once: it
+// does not wait. cairnd holds DaemonLock this way for as long as it
+// runs.
+func (s *Store) HoldLock(ctx context.Context, key int64) (release func() error, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: lock %d: connect: %w", key, err)
+	}
+	var got bool
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("metadata: lock %d: %w", key, err)
+	}
+	if !got {
+		conn.Close()
+		return nil, fmt.Errorf("metadata: lock %d: another session holds it: %w", key, metadata.ErrConflict)
+	}
+	return func() error {
+		_, err := conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
+		return errors.Join(err, conn.Close())
+	}, nil
+}
+
+// DaemonLock is the key of the advisory lock a cairnd holds on its
+// database while it runs ("cairnd" in ASCII): until cairnd knows of other
+// hosts (issue 22), a second cairnd on the same database would take the
+// first one's sandboxes for its own.
+const DaemonLock int64 = 0x636169726e64
