@@ -167,6 +167,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer unlock()
 
+	// The metadata first: a database cairnd cannot use (or that another
+	// cairnd holds) stops it before it makes a pool.
+	db, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+
 	runscPath, err := runsc.Find(cfg.Runsc)
 	if err != nil {
 		return err
@@ -185,11 +193,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("storage pool: %w", err)
 	}
 	slog.Info("pool space kept for sandboxes and checkpoints", "limit", limit)
-	db, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
 	// Every change of a sandbox's row that users follow (state, crash,
 	// OOM kill, checkpoint) goes to its event stream too.
 	hub := activity.NewHub(time.Now)

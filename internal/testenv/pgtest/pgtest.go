@@ -67,7 +67,11 @@ type server struct {
 
 // Main runs the package's tests and then stops the server if one was
 // started, and exits with the tests' result. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that does more: it runs the tests, stops the
+// server and returns the exit code, in place of m.Run.
+func Run(m *testing.M) int {
 	mu.Lock()
 	inMain = true
 	mu.Unlock()
@@ -83,7 +87,7 @@ func Main(m *testing.M) {
 		srv = nil
 	}
 	mu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // New returns the URL of a new, empty database on the package's server,
