@@ -360,3 +360,119 @@ func postgresSchema(t *testing.T, db *sql.DB) map[string]map[string]column {
 	}
 	return out
 }
+
+// TestConstraintsMatchSQLite compares the keys of the two schemas at the
+// latest version: primary keys, unique constraints and indexes (partial
+// or not), and foreign keys with what deleting the referred row does.
+func TestConstraintsMatchSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "metadata.db")
+	ls, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.Close()
+	lite, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	url := pgtest.New(t)
+	ps, err := Open(context.Background(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Close()
+
+	want, got := sqliteKeys(t, lite), postgresKeys(t, rawDB(t, url))
+	t.Logf("compared %d keys", len(want))
+	for k := range want {
+		if !got[k] {
+			t.Errorf("SQLite has %s, PostgreSQL not", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("PostgreSQL has %s, SQLite not", k)
+		}
+	}
+}
+
+// queryStrings runs q and returns its rows, every column as text.
+func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) [][]string {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]string
+	for rows.Next() {
+		row := make([]string, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sqliteKeys(t *testing.T, db *sql.DB) map[string]bool {
+	out := map[string]bool{}
+	for _, tr := range queryStrings(t, db, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`) {
+		table := tr[0]
+		var pk []string
+		for _, c := range queryStrings(t, db, `SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk`, table) {
+			pk = append(pk, c[0])
+		}
+		out[fmt.Sprintf("primary key %s(%s)", table, strings.Join(pk, ","))] = true
+		for _, ix := range queryStrings(t, db, `SELECT name, origin, partial FROM pragma_index_list(?) WHERE "unique" = 1`, table) {
+			if ix[1] == "pk" {
+				continue
+			}
+			var cols []string
+			for _, c := range queryStrings(t, db, `SELECT name FROM pragma_index_info(?) ORDER BY seqno`, ix[0]) {
+				cols = append(cols, c[0])
+			}
+			out[fmt.Sprintf("unique %s(%s) partial=%s", table, strings.Join(cols, ","), ix[2])] = true
+		}
+		for _, fk := range queryStrings(t, db, `SELECT "from", "table", "to", on_delete FROM pragma_foreign_key_list(?)`, table) {
+			out[fmt.Sprintf("foreign key %s.%s -> %s.%s on delete %s", table, fk[0], fk[1], fk[2], strings.ToLower(fk[3]))] = true
+		}
+	}
+	return out
+}
+
+func postgresKeys(t *testing.T, db *sql.DB) map[string]bool {
+	out := map[string]bool{}
+	for _, ix := range queryStrings(t, db, `SELECT t.relname, ix.indisprimary::text,
+		CASE WHEN ix.indpred IS NULL THEN '0' ELSE '1' END,
+		array_to_string(ARRAY(SELECT a.attname FROM unnest(ix.indkey::int2[]) WITH ORDINALITY k(attnum, n)
+			JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum ORDER BY k.n), ',')
+		FROM pg_index ix JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_namespace ns ON ns.oid = t.relnamespace
+		WHERE ns.nspname = current_schema() AND ix.indisunique`) {
+		if ix[1] == "true" {
+			out[fmt.Sprintf("primary key %s(%s)", ix[0], ix[3])] = true
+		} else {
+			out[fmt.Sprintf("unique %s(%s) partial=%s", ix[0], ix[3], ix[2])] = true
+		}
+	}
+	onDelete := map[string]string{"a": "no action", "r": "restrict", "c": "cascade", "n": "set null", "d": "set default"}
+	for _, fk := range queryStrings(t, db, `SELECT cl.relname, a.attname, rf.relname, ra.attname, c.confdeltype::text
+		FROM pg_constraint c
+		JOIN pg_class cl ON cl.oid = c.conrelid JOIN pg_class rf ON rf.oid = c.confrelid
+		JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+		JOIN pg_attribute ra ON ra.attrelid = c.confrelid AND ra.attnum = c.confkey[1]
+		JOIN pg_namespace ns ON ns.oid = cl.relnamespace
+		WHERE c.contype = 'f' AND ns.nspname = current_schema()`) {
+		out[fmt.Sprintf("foreign key %s.%s -> %s.%s on delete %s", fk[0], fk[1], fk[2], fk[3], onDelete[fk[4]])] = true
+	}
+	return out
+}
