@@ -14,6 +14,7 @@ package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -193,6 +194,25 @@ type NetworkSettings struct {
 	Mode  string   `json:"-"`
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+}
+
+// Columns returns what a store keeps of n: its mode ("" is stored as
+// NetworkNone) and its rules as a JSON object ({"allow":[…],"deny":[…]},
+// read back with json.Unmarshal into a NetworkSettings). An unknown mode
+// is an error.
+func (n NetworkSettings) Columns() (mode, rules string, err error) {
+	mode = n.Mode
+	if mode == "" {
+		mode = NetworkNone
+	}
+	if mode != NetworkNone && mode != NetworkEgress {
+		return "", "", fmt.Errorf("unknown network mode %q", mode)
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return "", "", fmt.Errorf("network rules: %w", err)
+	}
+	return mode, string(b), nil
 }
 
 // Network modes as stored.

@@ -36,7 +36,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if sb.UpdatedAt.IsZero() {
 		sb.UpdatedAt = sb.CreatedAt
 	}
-	mode, rules, err := networkValues(sb.Network)
+	mode, rules, err := sb.Network.Columns()
 	if err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
@@ -291,28 +291,12 @@ func (s *Store) SetRestartPolicy(ctx context.Context, id string, p metadata.Rest
 // SetSandboxNetwork implements metadata.Store.
 func (s *Store) SetSandboxNetwork(ctx context.Context, id string, n metadata.NetworkSettings) error {
 	what := "metadata: set network of sandbox " + id
-	mode, rules, err := networkValues(n)
+	mode, rules, err := n.Columns()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return s.execOne(ctx, what, `UPDATE sandboxes SET network_mode = $1, network_rules = $2, updated_at = $3 WHERE id = $4`,
 		mode, rules, s.nowTime(), id)
-}
-
-// networkValues are the stored columns of n.
-func networkValues(n metadata.NetworkSettings) (mode, rules string, err error) {
-	mode = n.Mode
-	if mode == "" {
-		mode = metadata.NetworkNone
-	}
-	if mode != metadata.NetworkNone && mode != metadata.NetworkEgress {
-		return "", "", fmt.Errorf("unknown network mode %q", mode)
-	}
-	b, err := json.Marshal(n)
-	if err != nil {
-		return "", "", fmt.Errorf("network rules: %w", err)
-	}
-	return mode, string(b), nil
 }
 
 // SetLastOOMKill implements metadata.Store.
