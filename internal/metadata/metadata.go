@@ -1,10 +1,10 @@
 // Package metadata defines what cairnd remembers about accounts, sandboxes
 // and their checkpoints, behind one Store interface.
 //
-// Implementations live in subpackages: sqlite (the embedded default) and,
-// later, postgres (several hosts sharing one control plane). Both apply the
-// same numbered schema migrations from package migrations and pass the one
-// shared test suite in package storetest.
+// Implementations live in subpackages: sqlite (the embedded default) and
+// postgres (several hosts sharing one control plane; cairnd --database).
+// Both apply the same numbered schema migrations from package migrations
+// and pass the one shared test suite in package storetest.
 //
 // The store is mechanism only: it keeps rows consistent (unique names per
 // account, ids, references) and reports what went wrong with the sentinel
