@@ -17,8 +17,10 @@
 // on that socket only (no TCP port that other test runs could collide
 // with), trusts local connections, and runs without fsync: durability
 // against a power cut is the server's business, not what these tests
-// check. initdb refuses to run as root, so under root the server runs as
-// the user postgres (runuser), owning its directory.
+// check. initdb and postgres refuse to run as root, so under root they
+// run as the user postgres, which owns the directory. The server is the
+// test binary's child and dies with it (parent-death signal), so a test
+// binary killed or timed out leaves no server behind.
 //
 // Without PostgreSQL installed New skips the test, or fails it under
 // CI=true (see package testenv).
@@ -28,6 +30,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -36,7 +39,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,10 +64,12 @@ var (
 
 // server is a running postgres.
 type server struct {
-	dir    string // holds data/, the log and the socket
-	bin    string
-	asUser string // "" to run the binaries as this process's user
-	admin  *sql.DB
+	dir      string // holds data/, the log and the socket
+	bin      string
+	cred     *syscall.Credential // the server's user when this process is root; nil: this process's
+	postgres *exec.Cmd
+	exited   chan struct{} // closed once postgres has exited
+	admin    *sql.DB
 }
 
 // Main runs the package's tests and then stops the server if one was
@@ -148,6 +155,7 @@ func start() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeStale()
 	s := &server{bin: bin}
 	// A short path: the socket's full name must fit in 107 bytes.
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
@@ -165,32 +173,81 @@ func start() (*server, error) {
 			os.RemoveAll(s.dir)
 			return nil, err
 		}
-		s.asUser = serverUser
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}
 	data := filepath.Join(s.dir, "data")
-	if err := s.run("initdb", "--pgdata", data, "--username", serverUser, "--auth", "trust",
-		"--encoding", "UTF8", "--no-locale", "--no-sync"); err != nil {
+	var out bytes.Buffer
+	initdb := s.command("initdb", "--pgdata", data, "--username", serverUser, "--auth", "trust",
+		"--encoding", "UTF8", "--no-locale", "--no-sync")
+	initdb.Stdout, initdb.Stderr = &out, &out
+	if err := initdb.Run(); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out.Bytes())
+	}
+	log, err := os.Create(filepath.Join(s.dir, "server.log"))
+	if err != nil {
 		os.RemoveAll(s.dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories='%s' -c fsync=off -c full_page_writes=off -c max_connections=200", s.dir)
-	if err := s.run("pg_ctl", "start", "--pgdata", data, "--wait", "--timeout", "60",
-		"--log", filepath.Join(s.dir, "server.log"), "-o", opts); err != nil {
-		log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	defer log.Close() // the server has its own descriptor
+	s.postgres = s.command("postgres", "-D", data, "-c", "listen_addresses=", "-c", "unix_socket_directories="+s.dir,
+		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
+	s.postgres.Stdout, s.postgres.Stderr = log, log
+	// The server dies with the test binary, even one killed or timed out
+	// (SIGQUIT: PostgreSQL's immediate shutdown), and no ^C of the
+	// terminal's reaches it before the tests have seen it.
+	s.postgres.SysProcAttr.Pdeathsig = syscall.SIGQUIT
+	s.postgres.SysProcAttr.Setpgid = true
+	if err := s.postgres.Start(); err != nil {
 		os.RemoveAll(s.dir)
-		return nil, fmt.Errorf("%v\n%s", err, log)
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s.admin, err = sql.Open("pgx", s.url("postgres"))
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	s.exited = make(chan struct{})
+	go func() { s.postgres.Wait(); close(s.exited) }()
+	if s.admin, err = sql.Open("pgx", s.url("postgres")); err != nil {
+		s.stop()
+		return nil, err
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = s.admin.PingContext(ctx)
 		cancel()
+		if err == nil {
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+			s.stop()
+			return nil, fmt.Errorf("postgres exited at start: %v\n%s", err, b)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("the test server did not answer within a minute: %w", err)
+		}
 	}
-	if err != nil {
-		s.stop()
-		return nil, fmt.Errorf("connect to the test server: %w", err)
+}
+
+// removeStale removes the directories of test servers that are gone (a
+// test binary that panicked or was killed cannot remove its own; its
+// server died with it): those whose postmaster.pid is missing or names no
+// running process, untouched for ten minutes.
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-*"))
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || time.Since(fi.ModTime()) < 10*time.Minute {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+			pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+			if pid > 0 && syscall.Kill(pid, 0) != syscall.ESRCH {
+				continue // running, or not ours to judge
+			}
+		}
+		os.RemoveAll(dir)
 	}
-	return s, nil
 }
 
 // findBin returns the newest directory of PostgreSQL server binaries.
@@ -210,22 +267,13 @@ func findBin() (string, error) {
 	return found[len(found)-1], nil
 }
 
-// run runs one of the server's binaries, as the server's user.
-func (s *server) run(tool string, args ...string) error {
-	path := filepath.Join(s.bin, tool)
-	var cmd *exec.Cmd
-	if s.asUser != "" {
-		cmd = exec.Command("runuser", append([]string{"-u", s.asUser, "--", path}, args...)...)
-	} else {
-		cmd = exec.Command(path, args...)
-	}
+// command returns the command that runs one of the server's binaries as
+// the server's user.
+func (s *server) command(tool string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(s.bin, tool), args...)
 	cmd.Dir = s.dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %v\n%s", tool, err, out.Bytes())
-	}
-	return nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	return cmd
 }
 
 // stop stops the server at once (nothing it holds is kept) and removes
@@ -234,7 +282,17 @@ func (s *server) stop() error {
 	if s.admin != nil {
 		s.admin.Close()
 	}
-	err := s.run("pg_ctl", "stop", "--pgdata", filepath.Join(s.dir, "data"), "--mode", "immediate", "--wait")
+	var err error
+	if s.postgres != nil && s.postgres.Process != nil {
+		s.postgres.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			s.postgres.Process.Kill()
+			<-s.exited
+			err = errors.New("postgres did not stop within 30s of SIGQUIT: killed")
+		}
+	}
 	if rmErr := os.RemoveAll(s.dir); err == nil {
 		err = rmErr
 	}
