@@ -57,7 +57,9 @@ const MigrationLock int64 = 0x636169726e6d6967
 const maxConns = 16
 
 // maxAttempts bounds how often inTx runs a transaction that keeps failing
-// with serialization failures or deadlocks.
+// with serialization failures or deadlocks: with the random pauses between
+// them (up to 100 ms each) some five seconds of contention before the
+// failure is returned (SQLite's writers wait up to ten for its lock).
 const maxAttempts = 100
 
 // Store is a metadata.Store in a PostgreSQL database.
