@@ -361,9 +361,10 @@ func postgresSchema(t *testing.T, db *sql.DB) map[string]map[string]column {
 	return out
 }
 
-// TestConstraintsMatchSQLite compares the keys of the two schemas at the
-// latest version: primary keys, unique constraints and indexes (partial
-// or not), and foreign keys with what deleting the referred row does.
+// TestConstraintsMatchSQLite compares the constraints of the two schemas
+// at the latest version: primary keys, unique constraints and indexes
+// (partial or not), foreign keys with what deleting the referred row
+// does, and how many CHECKs each table has.
 func TestConstraintsMatchSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "metadata.db")
 	ls, err := sqlite.Open(path, nil)
@@ -424,6 +425,9 @@ func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) [][]string {
 	return out
 }
 
+// boolCheck matches the CHECK of a SQLite column that holds a boolean.
+var boolCheck = regexp.MustCompile(`CHECK \(\w+ IN \(0, 1\)\)`)
+
 func sqliteKeys(t *testing.T, db *sql.DB) map[string]bool {
 	out := map[string]bool{}
 	for _, tr := range queryStrings(t, db, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`) {
@@ -443,6 +447,11 @@ func sqliteKeys(t *testing.T, db *sql.DB) map[string]bool {
 			}
 			out[fmt.Sprintf("unique %s(%s) partial=%s", table, strings.Join(cols, ","), ix[2])] = true
 		}
+		// CHECKs, counted: those that keep an INTEGER 0 or 1 are
+		// PostgreSQL's BOOLEAN type.
+		create := queryStrings(t, db, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?`, table)[0][0]
+		checks := strings.Count(create, "CHECK (") - len(boolCheck.FindAllString(create, -1))
+		out[fmt.Sprintf("%d checks on %s", checks, table)] = true
 		for _, fk := range queryStrings(t, db, `SELECT "from", "table", "to", on_delete FROM pragma_foreign_key_list(?)`, table) {
 			out[fmt.Sprintf("foreign key %s.%s -> %s.%s on delete %s", table, fk[0], fk[1], fk[2], strings.ToLower(fk[3]))] = true
 		}
@@ -463,6 +472,12 @@ func postgresKeys(t *testing.T, db *sql.DB) map[string]bool {
 		} else {
 			out[fmt.Sprintf("unique %s(%s) partial=%s", ix[0], ix[3], ix[2])] = true
 		}
+	}
+	for _, c := range queryStrings(t, db, `SELECT t.relname, COUNT(c.oid)::text FROM pg_class t
+		JOIN pg_namespace ns ON ns.oid = t.relnamespace
+		LEFT JOIN pg_constraint c ON c.conrelid = t.oid AND c.contype = 'c'
+		WHERE ns.nspname = current_schema() AND t.relkind = 'r' GROUP BY t.relname`) {
+		out[fmt.Sprintf("%s checks on %s", c[1], c[0])] = true
 	}
 	onDelete := map[string]string{"a": "no action", "r": "restrict", "c": "cascade", "n": "set null", "d": "set default"}
 	for _, fk := range queryStrings(t, db, `SELECT cl.relname, a.attname, rf.relname, ra.attname, c.confdeltype::text
