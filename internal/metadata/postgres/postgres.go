@@ -84,6 +84,9 @@ func Open(ctx context.Context, url string, now func() time.Time) (*Store, error)
 		return nil, fmt.Errorf("metadata: postgres: %w", err)
 	}
 	where := fmt.Sprintf("metadata: postgres database %q on %s", cfg.Database, cfg.Host)
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "cairnd" // what pg_stat_activity shows
+	}
 	s := &Store{db: stdlib.OpenDB(*cfg), now: now}
 	s.db.SetMaxOpenConns(maxConns)
 	s.db.SetMaxIdleConns(4)
