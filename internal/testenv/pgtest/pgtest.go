@@ -23,7 +23,8 @@
 // binary killed or timed out leaves no server behind.
 //
 // Without PostgreSQL installed New skips the test, or fails it under
-// CI=true (see package testenv).
+// CI=true (see package testenv); a server that is installed but does not
+// start fails it.
 package pgtest
 
 import (
@@ -50,6 +51,10 @@ import (
 
 // BinGlob is where Debian's postgresql packages put the server's binaries.
 const BinGlob = "/usr/lib/postgresql/*/bin"
+
+// errNotInstalled: PostgreSQL is not installed, which skips a test (see
+// New); a server that is installed and fails to start fails it.
+var errNotInstalled = errors.New("PostgreSQL is not installed")
 
 // serverUser runs the server when the tests run as root.
 const serverUser = "postgres"
@@ -110,8 +115,10 @@ func New(t testing.TB) string {
 	if srv == nil && startErr == nil {
 		srv, startErr = start()
 	}
-	if startErr != nil {
+	if errors.Is(startErr, errNotInstalled) {
 		missing(t, startErr.Error())
+	} else if startErr != nil {
+		t.Fatalf("pgtest: %v", startErr)
 	}
 	next++
 	name := fmt.Sprintf("t_%d", next)
@@ -165,7 +172,7 @@ func start() (*server, error) {
 		u, err := user.Lookup(serverUser)
 		if err != nil {
 			os.RemoveAll(s.dir)
-			return nil, fmt.Errorf("running as root and no user %s to run the server as (install postgresql): %v", serverUser, err)
+			return nil, fmt.Errorf("running as root and no user %s to run the server as: %w (%v)", serverUser, errNotInstalled, err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -260,7 +267,7 @@ func findBin() (string, error) {
 		}
 	}
 	if len(found) == 0 {
-		return "", fmt.Errorf("no PostgreSQL server in %s (install Debian's postgresql: scripts/install-deps.sh --test)", BinGlob)
+		return "", fmt.Errorf("%w: no server in %s (Debian's postgresql: scripts/install-deps.sh --test)", errNotInstalled, BinGlob)
 	}
 	version := func(d string) int { v, _ := strconv.Atoi(filepath.Base(filepath.Dir(d))); return v }
 	sort.Slice(found, func(i, j int) bool { return version(found[i]) < version(found[j]) })
