@@ -4,8 +4,9 @@
 # runsc built at a pinned version with CGO_ENABLED=0 (a cgo build fails at
 # sandbox start). Needs root. Usage: scripts/install-deps.sh [--test]
 # (--test adds what the tests and benchmarks need: staticcheck, versitygw,
-# restic, and nftables, iproute2 and util-linux's nsenter for reading
-# network state back).
+# restic, nftables, iproute2 and util-linux's nsenter for reading
+# network state back, and Debian's postgresql, whose server the metadata
+# tests start in a temporary directory of their own: internal/testenv/pgtest).
 set -euo pipefail
 
 RUNSC_MODULE=gvisor.dev/gvisor/runsc
@@ -48,6 +49,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v nft >/dev/null || test_need+=(nftables)      # the network tests read rule sets back
 	command -v nsenter >/dev/null || test_need+=(util-linux)
 	command -v ip >/dev/null || test_need+=(iproute2)
+	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || test_need+=(postgresql)
 	if [ ${#test_need[@]} -gt 0 ]; then
 		echo "install-deps: installing ${test_need[*]}"
 		apt-get update -qq

@@ -33,6 +33,7 @@ func main() {
 	var poolSize, logLevel, diskLimit, configFile, defaultDisk, poolReserve string
 	flag.StringVar(&configFile, "config", "", "JSON config file with the account's off-site locations (default: two directories under the data dir; see docs/offsite.md)")
 	flag.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cairn", "directory for the pool, metadata and per-sandbox files")
+	flag.StringVar(&cfg.Database, "database", "", "metadata database: a postgres://USER[:PASSWORD]@HOST[:PORT]/DB URL (see docs/postgres.md; default: SQLite in DATA-DIR/cairn.db)")
 	flag.StringVar(&cfg.Socket, "socket", "/run/cairn/cairn.sock", "unix socket of the API (mode 0600)")
 	flag.StringVar(&cfg.Pool, "pool", "", "an existing btrfs directory to use as the pool (default: a loop file in the data dir)")
 	flag.StringVar(&poolSize, "pool-size", "20G", "size of the pool's sparse loop file when it is created")

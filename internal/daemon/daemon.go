@@ -33,7 +33,6 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/lease"
 	"github.com/cairn-sandbox/cairn/internal/localtier"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
-	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
 	"github.com/cairn-sandbox/cairn/internal/metrics"
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
@@ -73,7 +72,11 @@ var (
 // Config is cairnd's configuration; the zero value of each field but
 // InitBinary means the embedded default.
 type Config struct {
-	DataDir    string // default /var/lib/cairn
+	DataDir string // default /var/lib/cairn
+	// Database is where the metadata lives: "" for SQLite in
+	// DataDir/cairn.db, or a postgres://USER@HOST/DB URL (see
+	// docs/postgres.md).
+	Database   string
 	Socket     string // default /run/cairn/cairn.sock
 	Pool       string // an existing btrfs directory; default: a loop file in DataDir
 	PoolSize   int64  // size of a new loop file; default 20 GiB
@@ -154,7 +157,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("cairnd must run as root (it mounts btrfs and runs gVisor)")
 	}
-	remote, err := loadRemoteTLS(cfg) // checked before anything is made
+	if err := checkDatabase(cfg.Database); err != nil { // checked before anything is made
+		return err
+	}
+	remote, err := loadRemoteTLS(cfg)
 	if err != nil {
 		return err
 	}
@@ -174,6 +180,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer unlock()
 
+	// The metadata first: a database cairnd cannot use (or that another
+	// cairnd holds) stops it before it makes a pool.
+	db, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+
 	runscPath, err := runsc.Find(cfg.Runsc)
 	if err != nil {
 		return err
@@ -192,11 +206,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("storage pool: %w", err)
 	}
 	slog.Info("pool space kept for sandboxes and checkpoints", "limit", limit)
-	db, err := sqlite.Open(filepath.Join(cfg.DataDir, "cairn.db"), time.Now)
-	if err != nil {
-		return fmt.Errorf("metadata: %w", err)
-	}
-	defer db.Close()
 	// Every change of a sandbox's row that users follow (state, crash,
 	// OOM kill, checkpoint) goes to its event stream too.
 	hub := activity.NewHub(time.Now)

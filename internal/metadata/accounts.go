@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,30 @@ type AccountStore interface {
 	// never deleted (a plain error). Account ids are not reused: an
 	// account made later with the same name has another id.
 	DeleteAccount(ctx context.Context, name string) error
+}
+
+// Holdings says what an account that DeleteAccount is asked to delete
+// still holds, for its error ("2 sandboxes, 1 checkpoint"); "" when it
+// holds nothing. Stores count; this words it, the same in each.
+func Holdings(sandboxes, checkpoints, offsiteDeletes, running int) string {
+	var parts []string
+	for _, h := range []struct {
+		n         int
+		one, many string
+	}{
+		{sandboxes, "sandbox", "sandboxes"},
+		{checkpoints, "checkpoint", "checkpoints"},
+		{offsiteDeletes, "off-site manifest to delete", "off-site manifests to delete"},
+		{running, "operation running", "operations running"},
+	} {
+		switch {
+		case h.n == 1:
+			parts = append(parts, "1 "+h.one)
+		case h.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", h.n, h.many))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Token roles as stored (package auth gives their meaning).

@@ -1,10 +1,10 @@
 // Package metadata defines what cairnd remembers about accounts, sandboxes
 // and their checkpoints, behind one Store interface.
 //
-// Implementations live in subpackages: sqlite (the embedded default) and,
-// later, postgres (several hosts sharing one control plane). Both apply the
-// same numbered schema migrations from package migrations and pass the one
-// shared test suite in package storetest.
+// Implementations live in subpackages: sqlite (the embedded default) and
+// postgres (several hosts sharing one control plane; cairnd --database).
+// Both apply the same numbered schema migrations from package migrations
+// and pass the one shared test suite in package storetest.
 //
 // The store is mechanism only: it keeps rows consistent (unique names per
 // account, ids, references) and reports what went wrong with the sentinel
@@ -14,6 +14,7 @@ package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -196,6 +197,25 @@ type NetworkSettings struct {
 	Mode  string   `json:"-"`
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+}
+
+// Columns returns what a store keeps of n: its mode ("" is stored as
+// NetworkNone) and its rules as a JSON object ({"allow":[…],"deny":[…]},
+// read back with json.Unmarshal into a NetworkSettings). An unknown mode
+// is an error.
+func (n NetworkSettings) Columns() (mode, rules string, err error) {
+	mode = n.Mode
+	if mode == "" {
+		mode = NetworkNone
+	}
+	if mode != NetworkNone && mode != NetworkEgress {
+		return "", "", fmt.Errorf("unknown network mode %q", mode)
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return "", "", fmt.Errorf("network rules: %w", err)
+	}
+	return mode, string(b), nil
 }
 
 // Network modes as stored.

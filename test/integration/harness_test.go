@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-sandbox/cairn/client"
 	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/network"
+	"github.com/cairn-sandbox/cairn/internal/testenv/pgtest"
 	"github.com/cairn-sandbox/cairn/internal/testenv/testnet"
 )
 
@@ -64,7 +65,7 @@ func runMain(m *testing.M) int {
 		}
 		binDir = dir
 	}
-	return m.Run()
+	return pgtest.Run(m) // m.Run, then the PostgreSQL server (if a test started one) is stopped
 }
 
 func missingPrerequisite() string {

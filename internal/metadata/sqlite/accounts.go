@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -133,7 +132,7 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 			id, id, id, id).Scan(&sandboxes, &checkpoints, &offsite, &running); err != nil {
 			return err
 		}
-		if held := holdings(sandboxes, checkpoints, offsite, running); held != "" {
+		if held := metadata.Holdings(sandboxes, checkpoints, offsite, running); held != "" {
 			return fmt.Errorf("it still holds %s: %w", held, metadata.ErrConflict)
 		}
 		for _, q := range []string{
@@ -151,29 +150,6 @@ func (s *Store) DeleteAccount(ctx context.Context, name string) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
-}
-
-// holdings says what an account that is to be deleted still holds, ""
-// when nothing.
-func holdings(sandboxes, checkpoints, offsite, running int) string {
-	var parts []string
-	for _, h := range []struct {
-		n         int
-		one, many string
-	}{
-		{sandboxes, "sandbox", "sandboxes"},
-		{checkpoints, "checkpoint", "checkpoints"},
-		{offsite, "off-site manifest to delete", "off-site manifests to delete"},
-		{running, "operation running", "operations running"},
-	} {
-		switch {
-		case h.n == 1:
-			parts = append(parts, "1 "+h.one)
-		case h.n > 1:
-			parts = append(parts, fmt.Sprintf("%d %s", h.n, h.many))
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // scanAccount reads one row of accountColumns; no row is ErrNotFound.

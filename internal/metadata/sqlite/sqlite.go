@@ -277,7 +277,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if sb.UpdatedAt.IsZero() {
 		sb.UpdatedAt = sb.CreatedAt
 	}
-	mode, rules, err := networkValues(sb.Network)
+	mode, rules, err := sb.Network.Columns()
 	if err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
@@ -306,9 +306,6 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	})
 	if err == nil {
 		return nil
-	}
-	if errors.Is(err, errEncode) {
-		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
 	if errors.Is(err, errOrphanCheckpoints) {
 		return fmt.Errorf("metadata: create sandbox: id %s is used by checkpoints of a deleted sandbox: %w", sb.ID, metadata.ErrConflict)
@@ -565,7 +562,7 @@ func (s *Store) SetRestartPolicy(ctx context.Context, id string, p metadata.Rest
 // SetSandboxNetwork implements metadata.Store.
 func (s *Store) SetSandboxNetwork(ctx context.Context, id string, n metadata.NetworkSettings) error {
 	what := "metadata: set network of sandbox " + id
-	mode, rules, err := networkValues(n)
+	mode, rules, err := n.Columns()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -603,22 +600,6 @@ func settingsValue(set metadata.SandboxSettings) (string, error) {
 
 // errEncode: a value could not be stored.
 var errEncode = errors.New("cannot encode")
-
-// networkValues are the stored columns of n.
-func networkValues(n metadata.NetworkSettings) (mode, rules string, err error) {
-	mode = n.Mode
-	if mode == "" {
-		mode = metadata.NetworkNone
-	}
-	if mode != metadata.NetworkNone && mode != metadata.NetworkEgress {
-		return "", "", fmt.Errorf("unknown network mode %q", mode)
-	}
-	b, err := json.Marshal(n)
-	if err != nil {
-		return "", "", fmt.Errorf("network rules: %w: %v", errEncode, err)
-	}
-	return mode, string(b), nil
-}
 
 // SetLastOOMKill implements metadata.Store.
 func (s *Store) SetLastOOMKill(ctx context.Context, id, process string, at time.Time) error {

@@ -110,6 +110,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ImageInvalidInput", testImageInvalidInput},
 		{"ImageUsers", testImageUsers},
 		{"ImagesConcurrentCreate", testImagesConcurrentCreate},
+		{"TwoStores", testTwoStores},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
