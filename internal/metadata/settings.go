@@ -1,6 +1,10 @@
 package metadata
 
-import "slices"
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
 
 // SandboxSettings are what a sandbox's processes start with and the
 // labels it is found by: set at create, changed by SetSandboxSettings,
@@ -30,4 +34,23 @@ func (s SandboxSettings) Equal(o SandboxSettings) bool {
 		}
 	}
 	return true
+}
+
+// Column is the stored form of s, a JSON object (both stores keep it in
+// sandboxes.settings); ReadSettings reads it back.
+func (s SandboxSettings) Column() (string, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("settings: %w", err)
+	}
+	return string(b), nil
+}
+
+// ReadSettings reads a stored settings column.
+func ReadSettings(col string) (SandboxSettings, error) {
+	var s SandboxSettings
+	if err := json.Unmarshal([]byte(col), &s); err != nil {
+		return s, fmt.Errorf("stored settings: %w", err)
+	}
+	return s, nil
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// Checkpoints (migrations 0002 to 0013).
+// Checkpoints (migrations 0002 to 0013, 0018).
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
 	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest,
-	disk_path, memory_path, from_inside, offsite_unstorable`
+	disk_path, memory_path, from_inside, offsite_unstorable, imported_at`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -43,11 +43,11 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			}
 			ck.Seq = metadata.ManualSeq(n)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES (`+params(21)+`)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES (`+params(22)+`)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
-			ck.CreatedAt, nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath, ck.FromInside, ck.OffsiteUnstorable)
+			ck.CreatedAt, nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath, ck.FromInside, ck.OffsiteUnstorable, nil)
 		if err != nil {
 			return checkpointWriteError(err, ck)
 		}
@@ -61,6 +61,37 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 	})
 	if err != nil {
 		return metadata.Checkpoint{}, fmt.Errorf("metadata: create checkpoint %s of sandbox %s: %w", ck.ID, ck.SandboxID, err)
+	}
+	return stored, nil
+}
+
+// ImportCheckpoint implements metadata.Store.
+func (s *Store) ImportCheckpoint(ctx context.Context, ck metadata.Checkpoint) (metadata.Checkpoint, error) {
+	if err := ck.ValidateImport(); err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: import checkpoint: %w", err)
+	}
+	ck.CreatedAt = s.stamp(ck.CreatedAt)
+	ck.ImportedAt = s.stamp(time.Time{})
+	var stored metadata.Checkpoint
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES (`+params(22)+`)`,
+			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
+			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
+			int64(ck.RootGeneration), ck.CreatedAt, ck.OffsiteManifest, "", "", ck.FromInside, ck.OffsiteUnstorable, ck.ImportedAt)
+		if err != nil {
+			return checkpointWriteError(err, ck)
+		}
+		if n, ok := metadata.ManualSeqNumber(ck.Seq); ok {
+			if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET next_checkpoint = GREATEST(next_checkpoint, $1)
+				WHERE id = $2 AND account_id = $3`, n+1, ck.SandboxID, ck.AccountID); err != nil {
+				return err
+			}
+		}
+		stored, err = scanCheckpoint(tx.QueryRowContext(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE id = $1`, ck.ID))
+		return err
+	})
+	if err != nil {
+		return metadata.Checkpoint{}, fmt.Errorf("metadata: import checkpoint %s of sandbox %s: %w", ck.ID, ck.SandboxID, err)
 	}
 	return stored, nil
 }
@@ -186,10 +217,11 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		gen     int64
 		created time.Time
 		offsite sql.NullString
+		import_ sql.NullTime
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
 		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite,
-		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable)
+		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable, &import_)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {
@@ -210,6 +242,9 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 	}
 	ck.Name, ck.RootGeneration, ck.OffsiteManifest = name.String, uint64(gen), offsite.String
 	ck.CreatedAt = created.UTC()
+	if import_.Valid {
+		ck.ImportedAt = import_.Time.UTC()
+	}
 	return ck, nil
 }
 

@@ -12,12 +12,12 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// Sandboxes (migrations 0001 to 0014).
+// Sandboxes (migrations 0001 to 0014, 0019).
 
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
 	restart_policy, crash_reason, crashed_at, oom_process, oom_at,
-	inside_memory, inside_names, inside_per_minute, inside_keep, disk_bytes, network_mode, network_rules`
+	inside_memory, inside_names, inside_per_minute, inside_keep, disk_bytes, network_mode, network_rules, settings`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -40,6 +40,10 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
+	settings, err := sb.Settings.Column()
+	if err != nil {
+		return fmt.Errorf("metadata: create sandbox: %w", err)
+	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// A sandbox id is used once: a new sandbox with the id of a deleted
 		// one would inherit its checkpoints (and its v-numbers again).
@@ -51,13 +55,13 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (`+params(26)+`)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (`+params(27)+`)`,
 			sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
 			normTime(sb.CreatedAt), normTime(sb.UpdatedAt),
 			string(sb.Restart), nullable(sb.LastCrash.What), nullableTime(sb.LastCrash.At),
 			nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At),
-			sb.Inside.Memory, sb.Inside.Names, sb.Inside.PerMinute, sb.Inside.Keep, sb.DiskBytes, mode, rules)
+			sb.Inside.Memory, sb.Inside.Names, sb.Inside.PerMinute, sb.Inside.Keep, sb.DiskBytes, mode, rules, settings)
 		return err
 	})
 	if err == nil {
@@ -148,17 +152,21 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 			restart                  string
 			crash, oom               sql.NullString
 			crashAt, oomAt           sql.NullTime
-			rules                    string
+			rules, settings          string
 		)
 		if err := rows.Scan(&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
 			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated,
 			&restart, &crash, &crashAt, &oom, &oomAt,
 			&sb.Inside.Memory, &sb.Inside.Names, &sb.Inside.PerMinute, &sb.Inside.Keep,
-			&sb.DiskBytes, &sb.Network.Mode, &rules); err != nil {
+			&sb.DiskBytes, &sb.Network.Mode, &rules, &settings); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(rules), &sb.Network); err != nil {
 			return nil, fmt.Errorf("sandbox %s: stored network rules: %w", sb.ID, err)
+		}
+		var err error
+		if sb.Settings, err = metadata.ReadSettings(settings); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", sb.ID, err)
 		}
 		sb.Restart = metadata.RestartPolicy(restart)
 		sb.LastCrash = metadata.Event{What: crash.String, At: readTime(crashAt)}
@@ -297,6 +305,16 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, id string, n metadata.Net
 	}
 	return s.execOne(ctx, what, `UPDATE sandboxes SET network_mode = $1, network_rules = $2, updated_at = $3 WHERE id = $4`,
 		mode, rules, s.nowTime(), id)
+}
+
+// SetSandboxSettings implements metadata.Store.
+func (s *Store) SetSandboxSettings(ctx context.Context, id string, set metadata.SandboxSettings) error {
+	what := "metadata: set settings of sandbox " + id
+	v, err := set.Column()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return s.execOne(ctx, what, `UPDATE sandboxes SET settings = $1, updated_at = $2 WHERE id = $3`, v, s.nowTime(), id)
 }
 
 // SetLastOOMKill implements metadata.Store.

@@ -43,7 +43,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '')`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
@@ -220,7 +220,7 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		gen     int64
 		created string
 		offsite sql.NullString
-		import_ string
+		import_ sql.NullString
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
 		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite,
@@ -244,8 +244,8 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 		}
 	}
 	ck.Name, ck.RootGeneration, ck.OffsiteManifest = name.String, uint64(gen), offsite.String
-	if import_ != "" {
-		if ck.ImportedAt, err = parseTime(import_); err != nil {
+	if import_.Valid {
+		if ck.ImportedAt, err = parseTime(import_.String); err != nil {
 			return metadata.Checkpoint{}, err
 		}
 	}

@@ -281,7 +281,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
-	settings, err := settingsValue(sb.Settings)
+	settings, err := sb.Settings.Column()
 	if err != nil {
 		return fmt.Errorf("metadata: create sandbox: %w", err)
 	}
@@ -414,8 +414,8 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 		if err := json.Unmarshal([]byte(rules), &sb.Network); err != nil {
 			return nil, fmt.Errorf("sandbox %s: stored network rules: %w", sb.ID, err)
 		}
-		if err := json.Unmarshal([]byte(settings), &sb.Settings); err != nil {
-			return nil, fmt.Errorf("sandbox %s: stored settings: %w", sb.ID, err)
+		if sb.Settings, err = metadata.ReadSettings(settings); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", sb.ID, err)
 		}
 		sb.Restart = metadata.RestartPolicy(restart)
 		if sb.LastCrash, err = scanEvent(crash, crashAt); err != nil {
@@ -577,7 +577,7 @@ func (s *Store) SetSandboxNetwork(ctx context.Context, id string, n metadata.Net
 // SetSandboxSettings implements metadata.Store.
 func (s *Store) SetSandboxSettings(ctx context.Context, id string, set metadata.SandboxSettings) error {
 	what := "metadata: set settings of sandbox " + id
-	v, err := settingsValue(set)
+	v, err := set.Column()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -587,15 +587,6 @@ func (s *Store) SetSandboxSettings(ctx context.Context, id string, set metadata.
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return oneRow(res, what)
-}
-
-// settingsValue is the stored column of set.
-func settingsValue(set metadata.SandboxSettings) (string, error) {
-	b, err := json.Marshal(set)
-	if err != nil {
-		return "", fmt.Errorf("settings: %w: %v", errEncode, err)
-	}
-	return string(b), nil
 }
 
 // errEncode: a value could not be stored.
