@@ -20,6 +20,9 @@ const (
 	MinAutoCheckpoint = time.Minute // interval of automatic checkpoints
 	MaxAutoCheckpoint = 24 * time.Hour
 
+	MinTimeout = time.Second // a sandbox's --timeout
+	MaxTimeout = 30 * 24 * time.Hour
+
 	MaxForkCount = 64 // copies one fork request may make (ForkRequest.Count)
 
 	// A build's RUN steps (BuildImageRequest): memory and CPUs as a

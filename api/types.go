@@ -80,11 +80,16 @@ type Sandbox struct {
 	Parent    string `json:"parent,omitempty"`
 	// Env, User and Workdir are the defaults of its execs and services
 	// (after the image's; an exec's own win); Labels its tags.
-	Env       []string          `json:"env,omitempty"`
-	User      string            `json:"user,omitempty"`
-	Workdir   string            `json:"workdir,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
+	Env     []string          `json:"env,omitempty"`
+	User    string            `json:"user,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	// TimeoutSeconds is the longest it runs at a time (0: no limit),
+	// OnTimeout what happens then, and EndsAt when, while it runs.
+	TimeoutSeconds int64      `json:"timeout_seconds,omitempty"`
+	OnTimeout      string     `json:"on_timeout,omitempty"`
+	EndsAt         *time.Time `json:"ends_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
 	// AgentConnected says whether cairn-init inside is connected: a
 	// connection that proved it holds the sandbox's agent key (see
 	// docs/exec-protocol.md); only meaningful while running.
@@ -221,6 +226,12 @@ type CreateSandboxRequest struct {
 	User    string            `json:"user,omitempty"`
 	Workdir string            `json:"workdir,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// Timeout is the longest it runs at a time, e.g. "2h" (1s-30d; from
+	// each start; default none); OnTimeout what then happens: "stop"
+	// (default), "delete" (with its final checkpoint) or "save" (its
+	// session saved with memory, as cairn stop --snapshot).
+	Timeout   string `json:"timeout,omitempty"`
+	OnTimeout string `json:"on_timeout,omitempty"`
 }
 
 // Network is a sandbox's network: its mode and rules (docs/networking.md).
@@ -272,6 +283,10 @@ type ConfigureSandboxRequest struct {
 	Workdir     *string           `json:"workdir,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	UnsetLabels []string          `json:"unset_labels,omitempty"`
+	// Timeout sets the timeout and restarts it from now ("0": none);
+	// OnTimeout what happens at it.
+	Timeout   string `json:"timeout,omitempty"`
+	OnTimeout string `json:"on_timeout,omitempty"`
 }
 
 // LabelFilter says whether labels match a filter of GET

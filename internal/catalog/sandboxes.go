@@ -26,6 +26,15 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		}
 	}
 	out.Env, out.User, out.Workdir, out.Labels = sb.Settings.Env, sb.Settings.User, sb.Settings.Workdir, sb.Settings.Labels
+	if set := sb.Settings; set.Timeout > 0 {
+		out.TimeoutSeconds, out.OnTimeout = int64(set.Timeout/time.Second), set.OnTimeout
+		if out.OnTimeout == "" {
+			out.OnTimeout = metadata.OnTimeoutStop
+		}
+		if !set.Deadline.IsZero() && sb.State == metadata.SandboxRunning {
+			out.EndsAt = &set.Deadline
+		}
+	}
 	out.AutoCheckpointSeconds = int64(sb.AutoCheckpoint / time.Second)
 	out.Inside = api.InsideSettings{Memory: sb.Inside.Memory, Names: sb.Inside.Names,
 		CheckpointsPerMinute: sb.Inside.PerMinute, CheckpointsKept: sb.Inside.Keep}

@@ -174,10 +174,10 @@ func runList(ctx context.Context, opts listOptions, g *globalOptions) error {
 		return g.printJSON(list)
 	}
 	now := g.now()
-	t := newTable(g.stdout, "NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "PARENT", "CREATED")
+	t := newTable(g.stdout, "NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "PARENT", "CREATED", "ENDS")
 	for _, sb := range list {
 		t.Row(sb.Name, sb.State, sb.Image, formatCPUs(sb.CPUs), formatMemory(sb.MemoryBytes),
-			orDash(sb.Parent), formatAge(now, sb.CreatedAt))
+			orDash(sb.Parent), formatAge(now, sb.CreatedAt), formatEnds(now, sb))
 	}
 	return t.Flush()
 }
@@ -248,6 +248,8 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("auto-checkpoint", orDash(formatAutoCheckpoint(sb.AutoCheckpointSeconds)))
 	t.Row("from inside", formatInside(sb.Inside))
 	t.Row("restart", orDash(sb.Restart))
+	t.Row("timeout", formatTimeout(g.now(), sb))
+	t.Row("defaults", formatSettings(sb))
 	t.Row("network", formatNetwork(sb.Network))
 	t.Row("last crash", formatEvent(g.now(), sb.LastCrash))
 	t.Row("last OOM kill", formatEvent(g.now(), sb.LastOOMKill))

@@ -58,10 +58,12 @@ func writeEvents(w http.ResponseWriter, evs ...api.Event) {
 	}
 }
 
+var testEndsAt = time.Date(2026, 3, 1, 13, 30, 0, 0, time.UTC)
+
 var testSandboxes = []api.Sandbox{
 	{ID: "sb-1", Name: "web", Image: "debian", State: api.StateRunning, CPUs: 2, MemoryBytes: 512 << 20,
 		CreatedAt: time.Date(2026, 3, 1, 11, 57, 0, 0, time.UTC), AgentConnected: true, Pid: 4242,
-		AutoCheckpointSeconds: 300},
+		AutoCheckpointSeconds: 300, TimeoutSeconds: 7200, OnTimeout: "stop", EndsAt: &testEndsAt},
 	{ID: "sb-2", Name: "web-fork", Image: "debian", State: api.StateStopped, Parent: "web",
 		CreatedAt: time.Date(2026, 2, 27, 12, 0, 0, 0, time.UTC)},
 }
@@ -104,9 +106,9 @@ func TestListTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME       STATE     IMAGE    CPUS   MEMORY   PARENT   CREATED\n" +
-		"web        running   debian   2      512MiB   -        3 min ago\n" +
-		"web-fork   stopped   debian   -      -        web      2 days ago\n"
+		"NAME       STATE     IMAGE    CPUS   MEMORY   PARENT   CREATED      ENDS\n" +
+		"web        running   debian   2      512MiB   -        3 min ago    in 1h 30m\n" +
+		"web-fork   stopped   debian   -      -        web      2 days ago   -\n"
 	if out.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
 	}

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -15,12 +17,18 @@ const settingsHelp = `--env KEY=VALUE (repeatable) sets a variable every exec an
 sandbox starts with, after the image's (an exec's own --env wins); --user
 user[:group] and --workdir DIR are their defaults instead of the image's.
 --label key=value (repeatable) tags the sandbox ("cairn list --label
-key=value" finds it).`
+key=value" finds it). --timeout DURATION is the longest it runs at a time,
+counted from each start (1s to 720h); then --on-timeout happens: stop
+(default), delete (with its final checkpoint) or save (its session, memory
+kept on disk, as "cairn stop --snapshot"). "cairn info" and "cairn list"
+show when it ends; "cairn config NAME --timeout D" counts again from now.`
 
-// settingsFlags are the flags of a sandbox's process defaults and labels.
+// settingsFlags are the flags of a sandbox's process defaults, labels
+// and lifetime.
 type settingsFlags struct {
 	env, unsetEnv, labels, unlabels []string
 	user, workdir                   string
+	timeout, onTimeout              string
 }
 
 // register adds the flags; config adds those that remove.
@@ -29,6 +37,12 @@ func (s *settingsFlags) register(f *pflag.FlagSet, config bool) {
 	f.StringVar(&s.user, "user", "", "default user[:group] of execs and services (default: the image's)")
 	f.StringVar(&s.workdir, "workdir", "", "default working directory of execs and services (default: the image's)")
 	f.StringArrayVar(&s.labels, "label", nil, "label key=value (repeatable)")
+	f.StringVar(&s.onTimeout, "on-timeout", "", "what happens at the timeout: stop, delete (with its final checkpoint), save (its session, memory kept) (default stop)")
+	if config {
+		f.StringVar(&s.timeout, "timeout", "", "the longest it runs, counted again from now, e.g. 2h (0: no limit)")
+	} else {
+		f.StringVar(&s.timeout, "timeout", "", "the longest it runs at a time, from each start, e.g. 2h (1s to 720h; default: no limit)")
+	}
 	if config {
 		f.StringArrayVar(&s.unsetEnv, "unset-env", nil, "remove a variable set with --env (repeatable)")
 		f.StringArrayVar(&s.unlabels, "unlabel", nil, "remove a label (repeatable)")
@@ -51,19 +65,54 @@ func labelMap(labels []string) map[string]string {
 // create fills req's settings.
 func (s *settingsFlags) create(req *api.CreateSandboxRequest) {
 	req.Env, req.User, req.Workdir, req.Labels = s.env, s.user, s.workdir, labelMap(s.labels)
+	req.Timeout, req.OnTimeout = s.timeout, s.onTimeout
 }
 
 // change fills req's settings from the flags given; it reports whether
 // any was.
 func (s *settingsFlags) change(f *pflag.FlagSet, req *api.ConfigureSandboxRequest) bool {
 	req.Env, req.UnsetEnv, req.Labels, req.UnsetLabels = s.env, s.unsetEnv, labelMap(s.labels), s.unlabels
+	req.Timeout, req.OnTimeout = s.timeout, s.onTimeout
 	if f.Changed("user") {
 		req.User = &s.user
 	}
 	if f.Changed("workdir") {
 		req.Workdir = &s.workdir
 	}
-	return req.Env != nil || req.UnsetEnv != nil || req.Labels != nil || req.UnsetLabels != nil || req.User != nil || req.Workdir != nil
+	return req.Env != nil || req.UnsetEnv != nil || req.Labels != nil || req.UnsetLabels != nil || req.User != nil || req.Workdir != nil ||
+		req.Timeout != "" || req.OnTimeout != ""
+}
+
+// formatTimeout describes a sandbox's timeout: "2h0m0s, then stop · ends
+// in 1h 59m", "-" for none.
+func formatTimeout(now time.Time, sb api.Sandbox) string {
+	if sb.TimeoutSeconds == 0 {
+		return "-"
+	}
+	out := (time.Duration(sb.TimeoutSeconds) * time.Second).String() + ", then " + sb.OnTimeout
+	if ends := formatEnds(now, sb); ends != "-" {
+		out += " · ends " + ends
+	}
+	return out
+}
+
+// formatEnds is when a running sandbox's timeout ends: "in 1h 59m", "-".
+func formatEnds(now time.Time, sb api.Sandbox) string {
+	if sb.EndsAt == nil {
+		return "-"
+	}
+	left := sb.EndsAt.Sub(now)
+	switch {
+	case left <= 0:
+		return "now"
+	case left < time.Minute:
+		return fmt.Sprintf("in %ds", int(left.Seconds()))
+	case left < time.Hour:
+		return fmt.Sprintf("in %dm", int(left.Minutes()))
+	case left < 48*time.Hour:
+		return fmt.Sprintf("in %dh %dm", int(left.Hours()), int(left.Minutes())%60)
+	}
+	return fmt.Sprintf("in %dd", int(left.Hours()/24))
 }
 
 // formatSettings describes a sandbox's process defaults and labels in a

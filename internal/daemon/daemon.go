@@ -326,6 +326,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+	go mgr.RunLifetimes(opsCtx)
 	if netMgr != nil {
 		// After the recovery, what runs has its network again; the rest
 		// of what networks left (a crash, a reboot) goes.

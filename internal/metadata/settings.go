@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // SandboxSettings are what a sandbox's processes start with and the
@@ -20,12 +21,27 @@ type SandboxSettings struct {
 	Workdir string `json:"workdir,omitempty"`
 	// Labels are the user's key=value tags (cairn list --label k=v).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Timeout is the longest the sandbox runs at a time, from each start
+	// (or from the last change of it); 0: no limit. OnTimeout is what
+	// then happens: OnTimeoutStop (""), OnTimeoutDelete or OnTimeoutSave.
+	Timeout   time.Duration `json:"timeout,omitempty"`
+	OnTimeout string        `json:"on_timeout,omitempty"`
+	// Deadline is when its timeout ends while it runs; zero when none.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
+
+// What happens to a sandbox at its timeout.
+const (
+	OnTimeoutStop   = "stop"   // stopped, with its stop checkpoint
+	OnTimeoutDelete = "delete" // deleted, with its final checkpoint
+	OnTimeoutSave   = "save"   // its session saved (memory kept on disk) and stopped
+)
 
 // Equal reports whether s and o hold the same settings (a nil and an
 // empty Env or Labels are the same).
 func (s SandboxSettings) Equal(o SandboxSettings) bool {
-	if s.User != o.User || s.Workdir != o.Workdir || !slices.Equal(s.Env, o.Env) || len(s.Labels) != len(o.Labels) {
+	if s.User != o.User || s.Workdir != o.Workdir || !slices.Equal(s.Env, o.Env) || len(s.Labels) != len(o.Labels) ||
+		s.Timeout != o.Timeout || s.OnTimeout != o.OnTimeout || !s.Deadline.Equal(o.Deadline) {
 		return false
 	}
 	for k, v := range s.Labels {

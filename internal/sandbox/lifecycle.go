@@ -127,6 +127,7 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		m.run.rename(ctx, sb)
 	}
 	sb.State = metadata.SandboxRunning
+	sb.Settings = armed(sb.Settings, m.cfg.Now()) // its timeout runs from its start
 	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
 		if errors.Is(err, metadata.ErrConflict) {
 			return errdefs.Wrap(api.CodeNameTaken, err, "a sandbox named %q already exists", sb.Name)
@@ -138,6 +139,7 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 		return err
 	}
 	undo.Success()
+	m.wakeLifetimes()
 	op.Step(api.PhaseStart, "Sandbox %s running", sb.Name)
 	slog.Info("sandbox created", "name", sb.Name, "id", sb.ID, "image", sb.Image, "from_checkpoint", sb.SourceCheckpoint)
 	return nil
@@ -176,6 +178,7 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		}
 		// The session is resumed: the next stop decides the next start.
 		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
+		m.rearm(ctx, sb)
 		return m.cfg.Catalog.Get(ctx, account, name)
 	}), nil
 }

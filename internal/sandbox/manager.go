@@ -126,6 +126,8 @@ type Manager struct {
 
 	mu       sync.Mutex
 	restarts map[string][]time.Time // by sandbox id: its restarts after crashes (see crash.go)
+
+	lifeWake chan struct{} // a deadline changed (lifetime.go)
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
@@ -150,7 +152,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		cfg.Runtime = networkedRuntime{Runtime: cfg.Runtime, nets: cfg.Networks}
 	}
 	ex := &exclusion{cfg: cfg}
-	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}}
+	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}, lifeWake: make(chan struct{}, 1)}
 	m.run.died = m.sandboxDied
 	m.run.oomKilled = m.recordOOMKill
 	return m, nil

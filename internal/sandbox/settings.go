@@ -4,6 +4,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -26,6 +27,9 @@ const (
 func newSettings(req api.CreateSandboxRequest) (metadata.SandboxSettings, error) {
 	set := metadata.SandboxSettings{User: req.User, Workdir: req.Workdir}
 	var err error
+	if set.Timeout, set.OnTimeout, err = parseTimeout(req.Timeout, req.OnTimeout); err != nil {
+		return set, err
+	}
 	if set.Env, err = setEnv(nil, req.Env); err != nil {
 		return set, err
 	}
@@ -37,12 +41,29 @@ func newSettings(req api.CreateSandboxRequest) (metadata.SandboxSettings, error)
 
 // settingsChange reports whether req changes a sandbox's settings.
 func settingsChange(req api.ConfigureSandboxRequest) bool {
-	return req.Env != nil || req.UnsetEnv != nil || req.User != nil || req.Workdir != nil || req.Labels != nil || req.UnsetLabels != nil
+	return req.Env != nil || req.UnsetEnv != nil || req.User != nil || req.Workdir != nil || req.Labels != nil || req.UnsetLabels != nil ||
+		req.Timeout != "" || req.OnTimeout != ""
 }
 
 // applySettingsChange returns cur with req's changes, checked.
-func applySettingsChange(cur metadata.SandboxSettings, req api.ConfigureSandboxRequest) (metadata.SandboxSettings, error) {
-	next := metadata.SandboxSettings{Env: slices.Clone(cur.Env), User: cur.User, Workdir: cur.Workdir}
+//
+// A timeout given starts again from now: its deadline is now plus it.
+func applySettingsChange(cur metadata.SandboxSettings, req api.ConfigureSandboxRequest, now time.Time) (metadata.SandboxSettings, error) {
+	next := metadata.SandboxSettings{Env: slices.Clone(cur.Env), User: cur.User, Workdir: cur.Workdir,
+		Timeout: cur.Timeout, OnTimeout: cur.OnTimeout, Deadline: cur.Deadline}
+	if req.Timeout != "" || req.OnTimeout != "" {
+		timeout, on, err := parseTimeout(req.Timeout, req.OnTimeout)
+		if err != nil {
+			return cur, err
+		}
+		if req.OnTimeout != "" {
+			next.OnTimeout = on
+		}
+		if req.Timeout != "" {
+			next.Timeout = timeout
+			next = armed(next, now)
+		}
+	}
 	if len(cur.Labels) > 0 {
 		next.Labels = map[string]string{}
 		for k, v := range cur.Labels {

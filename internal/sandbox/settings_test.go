@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -52,8 +53,9 @@ func manyEnv(n int) []string {
 func TestApplySettingsChange(t *testing.T) {
 	cur := metadata.SandboxSettings{Env: []string{"A=1", "B=2"}, User: "app", Labels: map[string]string{"team": "ml", "old": ""}}
 	user, dir := "", "/work"
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	next, err := applySettingsChange(cur, api.ConfigureSandboxRequest{Env: []string{"B=3", "C=4"}, UnsetEnv: []string{"A"},
-		User: &user, Workdir: &dir, Labels: map[string]string{"stage": "test"}, UnsetLabels: []string{"old"}})
+		User: &user, Workdir: &dir, Labels: map[string]string{"stage": "test"}, UnsetLabels: []string{"old"}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +66,36 @@ func TestApplySettingsChange(t *testing.T) {
 	if len(cur.Labels) != 2 || cur.Env[0] != "A=1" {
 		t.Fatalf("the current settings changed: %+v", cur)
 	}
-	if _, err := applySettingsChange(cur, api.ConfigureSandboxRequest{Env: []string{"CAIRN_X=1"}}); errdefs.CodeOf(err) != api.CodeInvalidArgument {
+	if _, err := applySettingsChange(cur, api.ConfigureSandboxRequest{Env: []string{"CAIRN_X=1"}}, now); errdefs.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("a CAIRN_ variable: %v", err)
 	}
-	empty, _ := applySettingsChange(cur, api.ConfigureSandboxRequest{UnsetEnv: []string{"A", "B"}, UnsetLabels: []string{"team", "old"}})
+	empty, _ := applySettingsChange(cur, api.ConfigureSandboxRequest{UnsetEnv: []string{"A", "B"}, UnsetLabels: []string{"team", "old"}}, now)
 	if empty.Env != nil || empty.Labels != nil {
 		t.Errorf("all removed: %+v, want nil env and labels", empty)
+	}
+}
+
+// A timeout given to config starts again from now; "0" removes it; the
+// action alone keeps the deadline.
+func TestTimeoutChange(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	cur := metadata.SandboxSettings{Timeout: time.Hour, Deadline: now.Add(-50 * time.Minute)}
+	next, err := applySettingsChange(cur, api.ConfigureSandboxRequest{Timeout: "2h", OnTimeout: "save"}, now)
+	if err != nil || next.Timeout != 2*time.Hour || !next.Deadline.Equal(now.Add(2*time.Hour)) || next.OnTimeout != metadata.OnTimeoutSave {
+		t.Fatalf("extend: %+v %v", next, err)
+	}
+	onlyAction, _ := applySettingsChange(cur, api.ConfigureSandboxRequest{OnTimeout: "delete"}, now)
+	if !onlyAction.Deadline.Equal(cur.Deadline) || onlyAction.OnTimeout != metadata.OnTimeoutDelete {
+		t.Fatalf("action only: %+v", onlyAction)
+	}
+	off, _ := applySettingsChange(cur, api.ConfigureSandboxRequest{Timeout: "0"}, now)
+	if off.Timeout != 0 || !off.Deadline.IsZero() {
+		t.Fatalf("off: %+v", off)
+	}
+	for _, bad := range []api.ConfigureSandboxRequest{{Timeout: "1ms"}, {Timeout: "31d"}, {Timeout: "soon"}, {OnTimeout: "explode"}} {
+		if _, err := applySettingsChange(cur, bad, now); errdefs.CodeOf(err) != api.CodeInvalidArgument {
+			t.Errorf("%+v: %v, want V02", bad, err)
+		}
 	}
 }
 

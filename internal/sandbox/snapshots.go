@@ -44,7 +44,7 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	settings, err := applySettingsChange(sb.Settings, req)
+	settings, err := applySettingsChange(sb.Settings, req, m.cfg.Now())
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -73,6 +73,7 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 		if err := m.cfg.Store.SetSandboxSettings(ctx, sb.ID, settings); err != nil {
 			return api.Sandbox{}, err
 		}
+		m.wakeLifetimes()
 	}
 	if req.Network != nil {
 		if err := m.cfg.Store.SetSandboxNetwork(ctx, sb.ID, net); err != nil {

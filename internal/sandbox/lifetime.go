@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/metadata"
+)
+
+// Lifetimes: a sandbox created with --timeout runs at most that long at a
+// time. Its deadline (SandboxSettings.Deadline) is set at each start, and
+// from now by cairn config --timeout; the lifetime loop ends it there with
+// its --on-timeout: stopped, deleted (with the final checkpoint) or its
+// session saved. The deadline is in the store, so a restarted cairnd keeps
+// it, and one that passed while cairnd was down is acted on at its start.
+
+// lifetimeRetry is how soon an action that failed (the sandbox was busy
+// with another operation) is tried again.
+const lifetimeRetry = 5 * time.Second
+
+// lifetimeIdle bounds how long the loop sleeps with no deadline nearer
+// (a deadline set by another host, or one it was not woken for).
+const lifetimeIdle = 5 * time.Second
+
+// parseTimeout reads a --timeout ("0" or "0s": none) and an --on-timeout.
+func parseTimeout(timeout, onTimeout string) (time.Duration, string, error) {
+	var d time.Duration
+	if timeout != "" && timeout != "0" {
+		var err error
+		if d, err = time.ParseDuration(timeout); err != nil {
+			return 0, "", errdefs.New(api.CodeInvalidArgument, "timeout %q: a duration such as 30s, 15m or 2h", timeout)
+		}
+		if d != 0 && (d < api.MinTimeout || d > api.MaxTimeout) {
+			return 0, "", errdefs.New(api.CodeInvalidArgument, "timeout %s: from %s to %s", d, api.MinTimeout, api.MaxTimeout)
+		}
+	}
+	switch onTimeout {
+	case "", metadata.OnTimeoutStop, metadata.OnTimeoutDelete, metadata.OnTimeoutSave:
+	default:
+		return 0, "", errdefs.New(api.CodeInvalidArgument, "on-timeout %q: stop, delete or save", onTimeout)
+	}
+	return d, onTimeout, nil
+}
+
+// armed returns set with its deadline from now, if it has a timeout.
+func armed(set metadata.SandboxSettings, now time.Time) metadata.SandboxSettings {
+	set.Deadline = time.Time{}
+	if set.Timeout > 0 {
+		set.Deadline = now.Add(set.Timeout)
+	}
+	return set
+}
+
+// rearm sets sb's deadline from now at its start, and wakes the loop.
+func (m *Manager) rearm(ctx context.Context, sb metadata.Sandbox) {
+	if sb.Settings.Timeout <= 0 {
+		return
+	}
+	logErr("set the timeout's deadline", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, armed(sb.Settings, m.cfg.Now())), "sandbox", sb.Name)
+	m.wakeLifetimes()
+}
+
+// wakeLifetimes tells the loop that a deadline changed.
+func (m *Manager) wakeLifetimes() {
+	select {
+	case m.lifeWake <- struct{}{}:
+	default:
+	}
+}
+
+// RunLifetimes ends the sandboxes whose timeout passed until ctx ends.
+func (m *Manager) RunLifetimes(ctx context.Context) {
+	for {
+		next := m.endExpired(ctx)
+		wait := lifetimeIdle
+		if !next.IsZero() {
+			wait = min(max(next.Sub(m.cfg.Now()), 0), lifetimeIdle)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.lifeWake:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// endExpired acts on every running sandbox past its deadline and returns
+// the nearest deadline still to come (zero: none).
+func (m *Manager) endExpired(ctx context.Context) time.Time {
+	sbs, err := m.cfg.Store.AllSandboxes(ctx)
+	if err != nil {
+		slog.Warn("lifetimes: list sandboxes", "err", err)
+		return m.cfg.Now().Add(lifetimeRetry)
+	}
+	now := m.cfg.Now()
+	var next time.Time
+	for _, sb := range sbs {
+		d := sb.Settings.Deadline
+		if d.IsZero() || sb.State != metadata.SandboxRunning {
+			continue
+		}
+		if d.After(now) {
+			if next.IsZero() || d.Before(next) {
+				next = d
+			}
+			continue
+		}
+		if err := m.endOfLife(ctx, sb); err != nil {
+			slog.Warn("lifetimes: the timeout's action failed; tried again soon", "sandbox", sb.Name, "err", err)
+			if retry := now.Add(lifetimeRetry); next.IsZero() || retry.Before(next) {
+				next = retry
+			}
+		}
+	}
+	return next
+}
+
+// endOfLife does sb's --on-timeout. The deadline is cleared only once the
+// action has begun; a refusal (another operation holds the sandbox) is
+// tried again.
+func (m *Manager) endOfLife(ctx context.Context, sb metadata.Sandbox) error {
+	account, err := m.accountName(ctx, sb.AccountID)
+	if err != nil {
+		return err
+	}
+	action := sb.Settings.OnTimeout
+	if action == "" {
+		action = metadata.OnTimeoutStop
+	}
+	slog.Info("sandbox timeout reached", "sandbox", sb.Name, "timeout", sb.Settings.Timeout, "action", action)
+	switch action {
+	case metadata.OnTimeoutDelete:
+		_, err = m.Delete(ctx, account, sb.Name)
+	default:
+		_, err = m.Stop(ctx, account, sb.Name, api.StopRequest{Snapshot: action == metadata.OnTimeoutSave})
+	}
+	if err != nil {
+		return err
+	}
+	set := sb.Settings
+	set.Deadline = time.Time{}
+	if action != metadata.OnTimeoutDelete {
+		logErr("clear the timeout's deadline", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, set), "sandbox", sb.Name)
+	}
+	return nil
+}
+
+func (m *Manager) accountName(ctx context.Context, id int64) (string, error) {
+	accts, err := m.cfg.Store.ListAccounts(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range accts {
+		if a.ID == id {
+			return a.Name, nil
+		}
+	}
+	return "", fmt.Errorf("account %d: %w", id, metadata.ErrNotFound)
+}
