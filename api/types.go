@@ -19,6 +19,10 @@ const (
 	// cairnd stopping them; LastCrash says why. Its restart policy decides
 	// whether cairnd starts it again.
 	StateCrashed = "crashed"
+	// StateSleeping: idle past its --idle, its session is saved (memory
+	// kept on disk, no host memory used); an exec, a port connection or
+	// a start wakes it, resuming its processes.
+	StateSleeping = "sleeping"
 )
 
 // Restart policies of a sandbox (Sandbox.Restart, --restart).
@@ -89,7 +93,9 @@ type Sandbox struct {
 	TimeoutSeconds int64      `json:"timeout_seconds,omitempty"`
 	OnTimeout      string     `json:"on_timeout,omitempty"`
 	EndsAt         *time.Time `json:"ends_at,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
+	// IdleSeconds is how long without use before it sleeps (0: never).
+	IdleSeconds int64     `json:"idle_seconds,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
 	// AgentConnected says whether cairn-init inside is connected: a
 	// connection that proved it holds the sandbox's agent key (see
 	// docs/exec-protocol.md); only meaningful while running.
@@ -232,6 +238,9 @@ type CreateSandboxRequest struct {
 	// session saved with memory, as cairn stop --snapshot).
 	Timeout   string `json:"timeout,omitempty"`
 	OnTimeout string `json:"on_timeout,omitempty"`
+	// Idle puts it to sleep after that long without an exec, session or
+	// port connection, e.g. "10m" (1s-720h; default never).
+	Idle string `json:"idle,omitempty"`
 }
 
 // Network is a sandbox's network: its mode and rules (docs/networking.md).
@@ -284,9 +293,11 @@ type ConfigureSandboxRequest struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	UnsetLabels []string          `json:"unset_labels,omitempty"`
 	// Timeout sets the timeout and restarts it from now ("0": none);
-	// OnTimeout what happens at it.
+	// OnTimeout what happens at it. Idle sets the idle time before sleep
+	// ("0": never).
 	Timeout   string `json:"timeout,omitempty"`
 	OnTimeout string `json:"on_timeout,omitempty"`
+	Idle      string `json:"idle,omitempty"`
 }
 
 // LabelFilter says whether labels match a filter of GET

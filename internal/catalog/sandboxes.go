@@ -26,6 +26,10 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 		}
 	}
 	out.Env, out.User, out.Workdir, out.Labels = sb.Settings.Env, sb.Settings.User, sb.Settings.Workdir, sb.Settings.Labels
+	out.IdleSeconds = int64(sb.Settings.Idle / time.Second)
+	if sb.Settings.Asleep && sb.State == metadata.SandboxStopped {
+		out.State = api.StateSleeping
+	}
 	if set := sb.Settings; set.Timeout > 0 {
 		out.TimeoutSeconds, out.OnTimeout = int64(set.Timeout/time.Second), set.OnTimeout
 		if out.OnTimeout == "" {

@@ -249,6 +249,7 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	t.Row("from inside", formatInside(sb.Inside))
 	t.Row("restart", orDash(sb.Restart))
 	t.Row("timeout", formatTimeout(g.now(), sb))
+	t.Row("sleeps when idle", formatIdle(sb.IdleSeconds))
 	t.Row("defaults", formatSettings(sb))
 	t.Row("network", formatNetwork(sb.Network))
 	t.Row("last crash", formatEvent(g.now(), sb.LastCrash))

@@ -21,14 +21,18 @@ key=value" finds it). --timeout DURATION is the longest it runs at a time,
 counted from each start (1s to 720h); then --on-timeout happens: stop
 (default), delete (with its final checkpoint) or save (its session, memory
 kept on disk, as "cairn stop --snapshot"). "cairn info" and "cairn list"
-show when it ends; "cairn config NAME --timeout D" counts again from now.`
+show when it ends; "cairn config NAME --timeout D" counts again from now.
+--idle DURATION puts it to sleep after that long without an exec or a port
+connection: its session is saved (memory kept on disk, no host memory
+used) and "cairn list" shows it sleeping; the next exec or port connection
+wakes it, waiting while its processes resume where they were.`
 
 // settingsFlags are the flags of a sandbox's process defaults, labels
 // and lifetime.
 type settingsFlags struct {
 	env, unsetEnv, labels, unlabels []string
 	user, workdir                   string
-	timeout, onTimeout              string
+	timeout, onTimeout, idle        string
 }
 
 // register adds the flags; config adds those that remove.
@@ -37,6 +41,7 @@ func (s *settingsFlags) register(f *pflag.FlagSet, config bool) {
 	f.StringVar(&s.user, "user", "", "default user[:group] of execs and services (default: the image's)")
 	f.StringVar(&s.workdir, "workdir", "", "default working directory of execs and services (default: the image's)")
 	f.StringArrayVar(&s.labels, "label", nil, "label key=value (repeatable)")
+	f.StringVar(&s.idle, "idle", "", "sleep after this long without an exec or port connection, e.g. 10m: its session is saved, a use wakes it (0: never)")
 	f.StringVar(&s.onTimeout, "on-timeout", "", "what happens at the timeout: stop, delete (with its final checkpoint), save (its session, memory kept) (default stop)")
 	if config {
 		f.StringVar(&s.timeout, "timeout", "", "the longest it runs, counted again from now, e.g. 2h (0: no limit)")
@@ -65,14 +70,14 @@ func labelMap(labels []string) map[string]string {
 // create fills req's settings.
 func (s *settingsFlags) create(req *api.CreateSandboxRequest) {
 	req.Env, req.User, req.Workdir, req.Labels = s.env, s.user, s.workdir, labelMap(s.labels)
-	req.Timeout, req.OnTimeout = s.timeout, s.onTimeout
+	req.Timeout, req.OnTimeout, req.Idle = s.timeout, s.onTimeout, s.idle
 }
 
 // change fills req's settings from the flags given; it reports whether
 // any was.
 func (s *settingsFlags) change(f *pflag.FlagSet, req *api.ConfigureSandboxRequest) bool {
 	req.Env, req.UnsetEnv, req.Labels, req.UnsetLabels = s.env, s.unsetEnv, labelMap(s.labels), s.unlabels
-	req.Timeout, req.OnTimeout = s.timeout, s.onTimeout
+	req.Timeout, req.OnTimeout, req.Idle = s.timeout, s.onTimeout, s.idle
 	if f.Changed("user") {
 		req.User = &s.user
 	}
@@ -80,7 +85,7 @@ func (s *settingsFlags) change(f *pflag.FlagSet, req *api.ConfigureSandboxReques
 		req.Workdir = &s.workdir
 	}
 	return req.Env != nil || req.UnsetEnv != nil || req.Labels != nil || req.UnsetLabels != nil || req.User != nil || req.Workdir != nil ||
-		req.Timeout != "" || req.OnTimeout != ""
+		req.Timeout != "" || req.OnTimeout != "" || req.Idle != ""
 }
 
 // formatTimeout describes a sandbox's timeout: "2h0m0s, then stop · ends
@@ -94,6 +99,14 @@ func formatTimeout(now time.Time, sb api.Sandbox) string {
 		out += " · ends " + ends
 	}
 	return out
+}
+
+// formatIdle is the idle time before a sandbox sleeps: "after 10m0s", "-".
+func formatIdle(seconds int64) string {
+	if seconds == 0 {
+		return "-"
+	}
+	return "after " + (time.Duration(seconds) * time.Second).String() + " without use"
 }
 
 // formatEnds is when a running sandbox's timeout ends: "in 1h 59m", "-".

@@ -28,6 +28,11 @@ type SandboxSettings struct {
 	OnTimeout string        `json:"on_timeout,omitempty"`
 	// Deadline is when its timeout ends while it runs; zero when none.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Idle: after this long without use (no exec, session or port
+	// connection), the running sandbox goes to sleep: its session is
+	// saved and it stops, Asleep set, until a use wakes it. 0: never.
+	Idle   time.Duration `json:"idle,omitempty"`
+	Asleep bool          `json:"asleep,omitempty"`
 }
 
 // What happens to a sandbox at its timeout.
@@ -41,7 +46,7 @@ const (
 // empty Env or Labels are the same).
 func (s SandboxSettings) Equal(o SandboxSettings) bool {
 	if s.User != o.User || s.Workdir != o.Workdir || !slices.Equal(s.Env, o.Env) || len(s.Labels) != len(o.Labels) ||
-		s.Timeout != o.Timeout || s.OnTimeout != o.OnTimeout || !s.Deadline.Equal(o.Deadline) {
+		s.Timeout != o.Timeout || s.OnTimeout != o.OnTimeout || !s.Deadline.Equal(o.Deadline) || s.Idle != o.Idle || s.Asleep != o.Asleep {
 		return false
 	}
 	for k, v := range s.Labels {

@@ -243,7 +243,7 @@ func (s *Service) Connect(ctx context.Context, account, name string, port int) (
 	if err != nil {
 		return nil, err
 	}
-	if sb.State != metadata.SandboxRunning {
+	if sb.State != metadata.SandboxRunning && !sb.Settings.Asleep { // one asleep wakes as it is dialed
 		return nil, notRunning(sb)
 	}
 	c, err := s.cfg.Dialer.DialSandbox(ctx, sb.ID, port)

@@ -115,7 +115,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	if sb.State != metadata.SandboxRunning {
+	if sb.State != metadata.SandboxRunning && !sb.Settings.Asleep { // one asleep wakes as it is dialed
 		p.fail(w, r, notRunning(sb))
 		return
 	}

@@ -27,6 +27,17 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
+		return 0, nil, err
+	}
+	release := m.hold(sb.ID)
+	defer func() {
+		if stream == nil {
+			release() // detached, or failed: only its start was a use
+		} else {
+			stream = heldStream{stream, release}
+		}
+	}()
 	req = withSettings(req, sb.Settings)
 	// The agent it waited for may go before the command starts (the
 	// sandbox was restored or started again meanwhile): the command did

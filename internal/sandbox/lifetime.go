@@ -11,7 +11,9 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 )
 
-// Lifetimes: a sandbox created with --timeout runs at most that long at a
+// Lifetimes: the loop here also puts idle sandboxes to sleep (idle.go).
+//
+// A sandbox created with --timeout runs at most that long at a
 // time. Its deadline (SandboxSettings.Deadline) is set at each start, and
 // from now by cairn config --timeout; the lifetime loop ends it there with
 // its --on-timeout: stopped, deleted (with the final checkpoint) or its
@@ -55,12 +57,16 @@ func armed(set metadata.SandboxSettings, now time.Time) metadata.SandboxSettings
 	return set
 }
 
-// rearm sets sb's deadline from now at its start, and wakes the loop.
+// rearm sets sb's deadline from now at its start, marks it awake, and
+// wakes the loop.
 func (m *Manager) rearm(ctx context.Context, sb metadata.Sandbox) {
-	if sb.Settings.Timeout <= 0 {
+	m.touch(sb.ID)
+	if sb.Settings.Timeout <= 0 && !sb.Settings.Asleep {
 		return
 	}
-	logErr("set the timeout's deadline", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, armed(sb.Settings, m.cfg.Now())), "sandbox", sb.Name)
+	set := armed(sb.Settings, m.cfg.Now())
+	set.Asleep = false
+	logErr("set the timeout's deadline", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, set), "sandbox", sb.Name)
 	m.wakeLifetimes()
 }
 
@@ -100,6 +106,9 @@ func (m *Manager) endExpired(ctx context.Context) time.Time {
 	now := m.cfg.Now()
 	var next time.Time
 	for _, sb := range sbs {
+		if due := m.sleepIfIdle(ctx, sb, now); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
 		d := sb.Settings.Deadline
 		if d.IsZero() || sb.State != metadata.SandboxRunning {
 			continue

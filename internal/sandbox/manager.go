@@ -128,6 +128,7 @@ type Manager struct {
 	restarts map[string][]time.Time // by sandbox id: its restarts after crashes (see crash.go)
 
 	lifeWake chan struct{} // a deadline changed (lifetime.go)
+	act      activity      // when each sandbox was last used (idle.go)
 }
 
 // NewManager returns a manager. Call Recover before serving requests.

@@ -94,6 +94,45 @@ func rulesOf(sb metadata.Sandbox) network.Rules {
 // DialSandbox connects to TCP port inside the running sandbox id (for
 // published ports and port forwards).
 func (m *Manager) DialSandbox(ctx context.Context, id string, port int) (net.Conn, error) {
+	if sb, err := m.cfg.Store.SandboxByID(ctx, id); err == nil && sb.Settings.Asleep {
+		account, err := m.accountName(ctx, sb.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
+			return nil, err
+		}
+	}
+	release := m.hold(id)
+	conn, err := m.dialSandbox(ctx, id, port)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return heldConn{conn, release}, nil
+}
+
+// heldConn keeps its sandbox awake until it closes.
+type heldConn struct {
+	net.Conn
+	release func()
+}
+
+func (h heldConn) Close() error {
+	defer h.release()
+	return h.Conn.Close()
+}
+
+// CloseWrite half-closes the connection when it can (a TCP one), as the
+// connection it holds would.
+func (h heldConn) CloseWrite() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return h.Close()
+}
+
+func (m *Manager) dialSandbox(ctx context.Context, id string, port int) (net.Conn, error) {
 	inst := m.cfg.Instances.get(id)
 	if inst == nil {
 		return nil, errdefs.New(api.CodeNotRunning, "the sandbox is not running")

@@ -30,6 +30,9 @@ func newSettings(req api.CreateSandboxRequest) (metadata.SandboxSettings, error)
 	if set.Timeout, set.OnTimeout, err = parseTimeout(req.Timeout, req.OnTimeout); err != nil {
 		return set, err
 	}
+	if set.Idle, err = parseIdle(req.Idle); err != nil {
+		return set, err
+	}
 	if set.Env, err = setEnv(nil, req.Env); err != nil {
 		return set, err
 	}
@@ -42,7 +45,16 @@ func newSettings(req api.CreateSandboxRequest) (metadata.SandboxSettings, error)
 // settingsChange reports whether req changes a sandbox's settings.
 func settingsChange(req api.ConfigureSandboxRequest) bool {
 	return req.Env != nil || req.UnsetEnv != nil || req.User != nil || req.Workdir != nil || req.Labels != nil || req.UnsetLabels != nil ||
-		req.Timeout != "" || req.OnTimeout != ""
+		req.Timeout != "" || req.OnTimeout != "" || req.Idle != ""
+}
+
+// parseIdle reads an --idle ("0": never).
+func parseIdle(idle string) (time.Duration, error) {
+	d, _, err := parseTimeout(idle, "")
+	if err != nil {
+		return 0, errdefs.New(api.CodeInvalidArgument, "idle %q: a duration from %s to %s, such as 10m (0: never)", idle, api.MinTimeout, api.MaxTimeout)
+	}
+	return d, nil
 }
 
 // applySettingsChange returns cur with req's changes, checked.
@@ -50,7 +62,14 @@ func settingsChange(req api.ConfigureSandboxRequest) bool {
 // A timeout given starts again from now: its deadline is now plus it.
 func applySettingsChange(cur metadata.SandboxSettings, req api.ConfigureSandboxRequest, now time.Time) (metadata.SandboxSettings, error) {
 	next := metadata.SandboxSettings{Env: slices.Clone(cur.Env), User: cur.User, Workdir: cur.Workdir,
-		Timeout: cur.Timeout, OnTimeout: cur.OnTimeout, Deadline: cur.Deadline}
+		Timeout: cur.Timeout, OnTimeout: cur.OnTimeout, Deadline: cur.Deadline, Idle: cur.Idle, Asleep: cur.Asleep}
+	if req.Idle != "" {
+		idle, err := parseIdle(req.Idle)
+		if err != nil {
+			return cur, err
+		}
+		next.Idle = idle
+	}
 	if req.Timeout != "" || req.OnTimeout != "" {
 		timeout, on, err := parseTimeout(req.Timeout, req.OnTimeout)
 		if err != nil {
