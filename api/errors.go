@@ -41,6 +41,7 @@ const (
 	CodeExecFailed       = "S08" // the command could not be started (not found, not executable)
 	CodeNoService        = "S09" // the sandbox defines no service with that name
 	CodeSandboxDown      = "S10" // the sandbox crashed, or its cairn-init is not connected
+	CodeExecTimedOut     = "S11" // a command ran past its --timeout and was killed (exit code 124)
 
 	CodeNoImage          = "I01" // no image with that name
 	CodeImageBuildFailed = "I02" // building an image failed

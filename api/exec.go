@@ -20,7 +20,18 @@ type ExecRequest struct {
 	Detach  bool     `json:"detach,omitempty"` // start, answer with the pid, leave it running; stdio is /dev/null
 	Rows    uint16   `json:"rows,omitempty"`   // initial terminal size when TTY
 	Cols    uint16   `json:"cols,omitempty"`
+	// TimeoutSeconds, if positive, is how long the command may run: then
+	// its process group is killed (SIGKILL) and it exits with code
+	// ExitTimedOut and TimedOut set (MaxExecTimeout at most).
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
 }
+
+// ExitTimedOut is the exit code of a command killed at its timeout (as
+// coreutils timeout(1) gives).
+const ExitTimedOut = 124
+
+// MaxExecTimeout bounds ExecRequest.TimeoutSeconds.
+const MaxExecTimeout = 30 * 24 * 60 * 60
 
 // ExecStarted answers an exec request once the process runs.
 type ExecStarted struct {
@@ -47,6 +58,9 @@ type SessionOffset struct {
 type ExitStatus struct {
 	Code   int    `json:"code"`             // exit code; 128+N when killed by signal N
 	Signal string `json:"signal,omitempty"` // name of the signal that killed it, if any
+	// TimedOut: it ran past ExecRequest.TimeoutSeconds and was killed;
+	// Code is then ExitTimedOut.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // Resize is the payload of a FrameResize frame.

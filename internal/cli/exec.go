@@ -9,12 +9,14 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 )
 
 // Exit codes of cairn exec for its own failures, as docker uses them; any
@@ -22,11 +24,13 @@ import (
 const (
 	exitExecFailed   = 125 // cairn or cairnd failed (sandbox missing, not running, daemon unreachable…)
 	exitExecNotFound = 127 // the command could not be started (error S08)
+	exitExecTimedOut = api.ExitTimedOut
 )
 
 const execExitCodes = `Exit codes:
   N     the command's own exit code (128+S when killed by signal S)
   125   cairn exec itself failed (no such sandbox, not running, cairnd unreachable…)
+  124   the command ran past --timeout and was killed (error S11)
   127   the command could not be started: not found or not executable (error S08)
   130   cairn was interrupted (Ctrl-C; with -i -t on a terminal, Ctrl-C goes to the command)`
 
@@ -40,6 +44,7 @@ type execOptions struct {
 	Env         []string // -e KEY=VAL
 	Dir         string   // -w
 	User        string   // -u
+	Timeout     time.Duration
 }
 
 func newExecCommand(g *globalOptions) *cobra.Command {
@@ -54,7 +59,8 @@ the sandbox's PATH and runs in / unless -w says otherwise.
 Put "--" before the command so that its flags are not taken for cairn's.
 With -t the command runs on a pseudo-terminal (stdout and stderr merged); with
 -i -t on a terminal, yours is put in raw mode until the command ends, so keys
-such as Ctrl-C go to the command. -d starts the command in the background and
+such as Ctrl-C go to the command. --timeout kills the command (its whole
+process group) once it has run that long: cairn then exits 124. -d starts the command in the background and
 prints its pid. If the sandbox is starting or restoring, exec waits for it.
 --json changes only cairn's own messages (and -d's output: {"pid":N}).
 The command's output is written exactly as it wrote it, escape sequences
@@ -64,7 +70,8 @@ included, as ssh does: it is your command's (see docs/security.md).
 		Example: `  cairn exec web -- ls -l /
   cairn exec web -i -t -- /bin/sh
   cairn exec web -e DEBUG=1 -w /srv -- ./run.sh
-  cairn exec web -d -- sleep 1000`,
+  cairn exec web -d -- sleep 1000
+  cairn exec web --timeout 30s -- ./test.sh`,
 		Args: execArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.Command = args[0], args[1:]
@@ -86,6 +93,7 @@ included, as ssh does: it is your command's (see docs/security.md).
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable KEY=VALUE (repeatable)")
 	f.StringVarP(&opts.Dir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /)")
 	f.StringVarP(&opts.User, "user", "u", "", "user[:group] or uid[:gid] to run as (default: the image's, else root)")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long, e.g. 30s (exit code 124)")
 	return cmd
 }
 
@@ -136,6 +144,10 @@ func runExec(ctx context.Context, opts execOptions, g *globalOptions) error {
 		TTY:     opts.TTY,
 		Stdin:   opts.Interactive,
 	}
+	if opts.Timeout < 0 {
+		return usageErrorf("--timeout %v: a duration such as 30s", opts.Timeout)
+	}
+	req.TimeoutSeconds = opts.Timeout.Seconds()
 	if opts.Detach {
 		pid, err := c.ExecDetached(ctx, opts.Name, req)
 		if err != nil {
@@ -171,6 +183,10 @@ func runExec(ctx context.Context, opts execOptions, g *globalOptions) error {
 	st, err := c.Exec(ctx, opts.Name, req, eio)
 	if err != nil {
 		return execFailure(err)
+	}
+	if st.TimedOut {
+		return &exitError{code: exitExecTimedOut, err: errdefs.New(api.CodeExecTimedOut,
+			"the command ran past its %v timeout and was killed", opts.Timeout)}
 	}
 	if st.Code != 0 {
 		return &exitError{code: st.Code}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -21,8 +23,12 @@ func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 		s.replyError(st, err)
 		return
 	}
+	timeout := time.Duration(min(max(req.TimeoutSeconds, 0), api.MaxExecTimeout) * float64(time.Second))
 	if req.Detach {
 		pid, err := s.startDetached(cmd)
+		if err == nil && timeout > 0 {
+			time.AfterFunc(timeout, func() { _ = unix.Kill(-pid, unix.SIGKILL) })
+		}
 		s.replyStarted(st, req, pid, "", err)
 		return
 	}
@@ -39,6 +45,9 @@ func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 	ss.buf = newOutBuffer(s.cfg.ExecBuffer)
 	att, _ := ss.attach(st, 0) // a new session takes any stream at offset 0
 	ss.start()
+	if timeout > 0 {
+		ss.armTimeout(timeout)
+	}
 	if !s.sessions.add(ss) { // cairn-init is stopping
 		ss.end()
 	}

@@ -112,6 +112,23 @@ func TestExecKilledBySignal(t *testing.T) {
 	}
 }
 
+// A command past its timeout is killed with its process group and exits
+// with 124, timed out; one that ends in time is not.
+func TestExecTimeout(t *testing.T) {
+	h := start(t)
+	t0 := time.Now()
+	r := run(t, h, api.ExecRequest{Command: []string{"sh", "-c", "sleep 30 & sleep 30"}, TimeoutSeconds: 0.3})
+	if r.exit != (api.ExitStatus{Code: api.ExitTimedOut, Signal: "SIGKILL", TimedOut: true}) {
+		t.Errorf("got %+v, want timed out", r.exit)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("the timed-out command took %v", d)
+	}
+	if r := run(t, h, api.ExecRequest{Command: []string{"true"}, TimeoutSeconds: 5}); r.exit != (api.ExitStatus{}) {
+		t.Errorf("a command within its timeout: %+v", r.exit)
+	}
+}
+
 func TestExecSignalFrame(t *testing.T) {
 	h := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

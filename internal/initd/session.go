@@ -74,6 +74,8 @@ type session struct {
 	ended     bool        // the command exited and its Exit frame is in buf
 	expired   bool        // the grace ran out while detached
 	freed     bool
+	timedOut  bool        // killed at its timeout (armTimeout)
+	deadline  *time.Timer // its timeout; nil without one
 }
 
 // output is one of the command's output streams and its frame type.
@@ -120,6 +122,10 @@ func (ss *session) wait(pumps *sync.WaitGroup) {
 	if ss.kill != nil {
 		ss.kill.Stop()
 	}
+	if ss.deadline != nil {
+		ss.deadline.Stop()
+	}
+	timedOut := ss.timedOut
 	ss.drainFrom = time.Now()
 	for _, o := range ss.out {
 		_ = o.f.SetReadDeadline(ss.drainFrom.Add(drainGrace))
@@ -131,6 +137,9 @@ func (ss *session) wait(pumps *sync.WaitGroup) {
 	status := api.ExitStatus{Code: ws.ExitStatus()}
 	if ws.Signaled() {
 		status = api.ExitStatus{Code: 128 + int(ws.Signal()), Signal: unix.SignalName(ws.Signal())}
+	}
+	if timedOut {
+		status.Code, status.TimedOut = api.ExitTimedOut, true
 	}
 	b, _ := json.Marshal(status)
 	ss.buf.close(b)
@@ -427,6 +436,20 @@ func (ss *session) end() {
 
 func (ss *session) signal(sig unix.Signal) {
 	_ = unix.Kill(-ss.pid, sig)
+}
+
+// armTimeout kills the command's process group after d; its Exit frame
+// then says it timed out.
+func (ss *session) armTimeout(d time.Duration) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.deadline = time.AfterFunc(d, func() {
+		ss.mu.Lock()
+		ss.timedOut = !ss.ended
+		ss.mu.Unlock()
+		ss.log.Info("exec timed out; killing its process group", "pid", ss.pid, "timeout", d)
+		ss.signal(unix.SIGKILL)
+	})
 }
 
 // sessionTable holds the sessions that can be attached or acknowledged,

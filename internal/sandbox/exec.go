@@ -23,6 +23,9 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return 0, nil, errdefs.New(api.CodeInvalidArgument, "no command given: cairn exec NAME -- COMMAND [ARG…]")
 	}
+	if !(req.TimeoutSeconds >= 0 && req.TimeoutSeconds <= api.MaxExecTimeout) {
+		return 0, nil, errdefs.New(api.CodeInvalidArgument, "timeout_seconds %v: from 0 (none) to %d", req.TimeoutSeconds, api.MaxExecTimeout)
+	}
 	_, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
 		return 0, nil, err

@@ -63,6 +63,12 @@ func TestSandboxTimeout(t *testing.T) {
 	if out := d.mustCLI("list"); !strings.Contains(out, "in 59m") {
 		t.Errorf("list shows no time left:\n%s", out)
 	}
+	// An exec's own --timeout: killed at about 2 s, exit 124, S11.
+	t0 := time.Now()
+	_, errOut, code := d.cli("", "exec", "rest", "--timeout", "2s", "--", "sleep", "100")
+	if took := time.Since(t0); code != api.ExitTimedOut || !strings.Contains(errOut, "S11") || took > 10*time.Second || took < 2*time.Second {
+		t.Errorf("exec --timeout 2s of sleep 100: exit %d after %v, stderr %q; want 124 at about 2 s with S11", code, took, errOut)
+	}
 	if code := d.errorCode("create", "bad", "--timeout", "forever"); code != api.CodeInvalidArgument {
 		t.Errorf("a bad --timeout: %s, want V02", code)
 	}
