@@ -116,7 +116,8 @@ const (
 	FileErrPermission = "permission"
 	FileErrNoSpace    = "no_space"
 	FileErrBadTar     = "bad_tar"
-	FileErrLimit      = "limit"
+	FileErrLimit      = "limit"       // an answer too large (CodeFileLimit)
+	FileErrWatches    = "watch_limit" // MaxWatchStreams open already
 	FileErrIO         = "io"
 )
 

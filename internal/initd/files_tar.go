@@ -154,9 +154,7 @@ func (s *server) serveTarIn(st *yamux.Stream, req *api.FileRequest) error {
 		return errStreamGone
 	}
 	if err != nil {
-		// Read the rest, so that cairnd's sending ends and it reads why.
-		io.Copy(io.Discard, data)
-		return err
+		return err // cairnd stops sending when it reads why
 	}
 	s.reply(st, api.FileReply{Tar: &res})
 	return nil

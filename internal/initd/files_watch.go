@@ -33,7 +33,7 @@ const pairWait = 20 * time.Millisecond
 func (s *server) serveWatch(st *yamux.Stream, req *api.FileRequest) error {
 	if n := s.watches.Add(1); n > api.MaxWatchStreams {
 		s.watches.Add(-1)
-		return &opError{api.FileErrLimit, fmt.Sprintf("watch: %d watch streams open already, at most %d", n-1, api.MaxWatchStreams)}
+		return &opError{api.FileErrWatches, fmt.Sprintf("watch: %d watch streams open already, at most %d", n-1, api.MaxWatchStreams)}
 	}
 	defer s.watches.Add(-1)
 	w, err := newWatcher(req.Path, req.Recursive)

@@ -83,6 +83,13 @@ func (m *Manager) ServiceLogs(ctx context.Context, account, name, service string
 	return b, nil
 }
 
+// FileHost returns the agent of the running sandbox called name, waiting
+// while it starts: its file methods are the sandbox's Files API, done
+// inside by cairn-init. S01, S04, S07.
+func (m *Manager) FileHost(ctx context.Context, account, name string) (*agent.Host, error) {
+	return m.agentOf(ctx, account, name)
+}
+
 // agentOf returns the agent of the running sandbox called name.
 func (m *Manager) agentOf(ctx context.Context, account, name string) (*agent.Host, error) {
 	_, sb, err := m.lookup(ctx, account, name)
