@@ -39,7 +39,7 @@ const (
 )
 
 // FileChunk is how many bytes a FrameFileData frame carries at most.
-const FileChunk = 256 << 10
+const FileChunk = MaxFramePayload
 
 // FileRequest asks cairn-init for one op on the sandbox's files.
 type FileRequest struct {
