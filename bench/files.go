@@ -54,7 +54,7 @@ func benchFiles(ctx context.Context, e *env) error {
 		return err
 	}
 	defer os.Remove(hostFile)
-	defer execSh(context.WithoutCancel(ctx), c, sb, "rm -f /bench-api /bench-exec")
+	defer execSh(context.WithoutCancel(ctx), c, sb, "rm -f /bench-api /bench-exec /bench-inside")
 
 	measure := func(fn func() error) ([]time.Duration, error) {
 		var ds []time.Duration
@@ -94,7 +94,17 @@ func benchFiles(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("host write: %w", err)
 	}
+	// What the sandbox itself writes in that time: the ceiling of any way
+	// in through gVisor.
+	insideWrite, err := measure(func() error {
+		_, err := execSh(ctx, c, sb, "dd if=/dev/zero of=/bench-inside bs=1M count=1024 2>/dev/null")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("inside write: %w", err)
+	}
 	throughput("Files API write of 1 GiB (PUT /files)", apiWrite, execWrite, hostWrite)
+	fmt.Printf("  %-40s %8.0f MiB/s  (dd bs=1M of zeros by a process inside)\n\n", "inside the sandbox", rateOf(insideWrite))
 
 	count := func(n int64, want int64) error {
 		if n != want {
@@ -142,7 +152,15 @@ func benchFiles(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("host read: %w", err)
 	}
+	insideRead, err := measure(func() error {
+		_, err := execSh(ctx, c, sb, "cat /bench-inside > /dev/null")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("inside read: %w", err)
+	}
 	throughput("Files API read of 1 GiB (GET /files)", apiRead, execRead, hostRead)
+	fmt.Printf("  %-40s %8.0f MiB/s  (cat of that file to /dev/null inside)\n\n", "inside the sandbox", rateOf(insideRead))
 	return nil
 }
 
@@ -165,16 +183,17 @@ func execCat(ctx context.Context, c *client.Client, name string, cmd []string, i
 // throughput prints the MiB/s (from the p50 time) of the Files API, of
 // exec and of the host, the ratios, and the goal (≥ 0.5× the host's).
 func throughput(what string, apiDs, execDs, hostDs []time.Duration) {
-	rate := func(ds []time.Duration) float64 {
-		p50, _ := percentiles(ds)
-		return float64(filesSize) / (1 << 20) / p50.Seconds()
-	}
-	a, x, h := rate(apiDs), rate(execDs), rate(hostDs)
+	a, x, h := rateOf(apiDs), rateOf(execDs), rateOf(hostDs)
 	fmt.Println(what)
 	fmt.Printf("  %-40s %8.0f MiB/s  (p50 of %d)\n", "Files API", a, len(apiDs))
 	fmt.Printf("  %-40s %8.0f MiB/s\n", "cairn exec -i … cat", x)
 	fmt.Printf("  %-40s %8.0f MiB/s\n", "the host, same pool", h)
 	fmt.Printf("  ratio Files API / exec: %.2f×, Files API / host: %.2f×\n", a/x, a/h)
 	goal(a >= 0.5*h, "Files API at %.2f× the host's own disk (goal ≥ 0.5×)", a/h)
-	fmt.Println()
+}
+
+// rateOf is the MiB/s of moving filesSize bytes in the p50 of ds.
+func rateOf(ds []time.Duration) float64 {
+	p50, _ := percentiles(ds)
+	return float64(filesSize) / (1 << 20) / p50.Seconds()
 }
