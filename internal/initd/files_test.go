@@ -291,3 +291,47 @@ func TestFilesWatch(t *testing.T) {
 		t.Errorf("watch ended with %v", err)
 	}
 }
+
+// A sandbox holds at most api.MaxWatchStreams watches at once: the next is
+// L08; one that ends frees its place.
+func TestFilesWatchLimit(t *testing.T) {
+	h := start(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	dir := t.TempDir()
+	done := make(chan error, api.MaxWatchStreams)
+	for range api.MaxWatchStreams {
+		ready := make(chan struct{})
+		go func() {
+			done <- h.Watch(ctx, dir, false, func() { close(ready) }, func(api.FileEvent) error { return nil })
+		}()
+		<-ready
+	}
+	err := h.Watch(ctx, dir, false, nil, func(api.FileEvent) error { return nil })
+	wantCode(t, "one watch too many", err, api.CodeWatchLimit)
+	cancel()
+	for range api.MaxWatchStreams {
+		<-done
+	}
+	ctx2, cancel2 := context.WithCancel(ctxT(t))
+	defer cancel2()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ready := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			errc <- h.Watch(ctx2, dir, false, func() { close(ready) }, func(api.FileEvent) error { return nil })
+		}()
+		select {
+		case <-ready:
+			cancel2()
+			<-errc
+			return
+		case err := <-errc:
+			if time.Now().After(deadline) {
+				t.Fatalf("a watch after the others ended: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}

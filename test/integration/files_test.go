@@ -446,3 +446,28 @@ func TestFilesCLI(t *testing.T) {
 		t.Errorf("files cat after rm: %s", code)
 	}
 }
+
+// A write past the sandbox's disk size fails at once with F07 (the upload
+// is stopped, not sent to its end), the file stays as it was, and the
+// space is free again; a stopped sandbox's files are S04.
+func TestFilesFullDisk(t *testing.T) {
+	d := startDaemon(t)
+	d.create("small", "--disk", "128M")
+	c, ctx := d.client, filesCtx(t)
+	if _, err := c.WriteFile(ctx, "small", "/f", strings.NewReader("old"), client.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := c.WriteFile(ctx, "small", "/f", newRandReader(2, 4<<30), client.WriteOptions{})
+	wantAPICode(t, "a write of 4 GiB into 128 MiB", err, api.CodeFileNoSpace)
+	t.Logf("failed after %v", time.Since(start))
+	if got := d.sh("small", "cat /f; ls -a / | grep -c cairn- || true"); got != "old0\n" {
+		t.Errorf("after the failed write: %q, want the old file and no temporary one", got)
+	}
+	if _, err := c.WriteFile(ctx, "small", "/g", newRandReader(3, 32<<20), client.WriteOptions{}); err != nil {
+		t.Errorf("a write of 32 MiB after: %v", err)
+	}
+	d.mustCLI("stop", "small")
+	_, err = c.StatFile(ctx, "small", "/f")
+	wantAPICode(t, "stat in a stopped sandbox", err, api.CodeNotRunning)
+}
