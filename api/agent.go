@@ -65,6 +65,8 @@ type AgentRequest struct {
 	Hostname string `json:"hostname,omitempty"`
 	// Key is cairn-init's new key, 64 hex digits, for AgentOpRekey.
 	Key string `json:"key,omitempty"`
+	// Files is the op on the sandbox's files, for AgentOpFiles.
+	Files *FileRequest `json:"files,omitempty"`
 }
 
 // AgentInfo answers a ping.

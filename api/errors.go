@@ -83,6 +83,18 @@ const (
 	CodePortNotRunning     = "P03" // the sandbox of the port is not running
 	CodePortUnreachable    = "P04" // nothing answered on the port inside the sandbox
 
+	CodeNoFile      = "F01" // no such file or directory in the sandbox
+	CodeFileExists  = "F02" // a file or directory is in the way
+	CodeNotDir      = "F03" // a path element, or what the op needs to be a directory, is not one
+	CodeIsDir       = "F04" // the op needs a file, and the path is a directory
+	CodeDirNotEmpty = "F05" // the directory is not empty (remove it with recursive)
+	CodeFileDenied  = "F06" // the sandbox's file system refused: read-only, or a file that cannot be changed
+	CodeFileNoSpace = "F07" // the sandbox's disk is full (its disk size, or the pool)
+	CodeBadTar      = "F08" // the body is not a tar stream, or holds an entry that cannot be extracted
+	CodeFileFailed  = "F09" // reading or writing the file failed inside the sandbox (an I/O error, a stream cut short)
+	CodeWatchLimit  = "L08" // the sandbox has as many watch streams open as it may (api.MaxWatchStreams)
+	CodeFileLimit   = "L09" // the answer would be too large: a list of more than api.MaxListEntries entries, a tar of more than api.MaxTarEntries
+
 	CodeNoOperation = "O01" // no operation with that id
 	CodeInterrupted = "O02" // the operation was interrupted by a cairnd restart and undone at its start
 

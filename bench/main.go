@@ -21,7 +21,9 @@
 //   - network (network.go): HTTP through the port proxy against the same
 //     server reached directly, egress throughput against the host's own
 //     download, create+start with networking against without; all of it
-//     inside the bench's own test internet (internal/testenv/testnet).
+//     inside the bench's own test internet (internal/testenv/testnet);
+//   - files (files.go): Files API write and read throughput of 1 GiB
+//     against `cairn exec -i … cat` and against the host's own disk.
 //
 // Everything runs on a throw-away cairnd with its own data dir and loop
 // pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
@@ -62,6 +64,7 @@ var groups = []group{
 	{"remote", "GET /v1/sandboxes and exec true over HTTPS with a token vs. the unix socket", benchRemote},
 	{"build", "build of an unchanged Dockerfile (all steps cached) vs. the same with --no-cache", benchBuild},
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
+	{"files", "Files API write and read of 1 GiB vs. exec -i cat and the host's own disk", benchFiles},
 }
 
 // env is what every group gets: the daemon, its client and the floor.

@@ -180,12 +180,20 @@ func (h *Host) install(sess *yamux.Session) bool {
 }
 
 // yamuxConfig is cairnd's side of the multiplexed connection, with
-// keepalives so that a dead cairn-init is noticed.
+// keepalives so that a dead cairn-init is noticed. A stream may hold up to
+// streamWindow bytes cairnd has not read yet.
 func yamuxConfig() *yamux.Config {
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = io.Discard
+	cfg.MaxStreamWindowSize = streamWindow
 	return cfg
 }
+
+// streamWindow is the most a yamux stream buffers on its receiving side:
+// yamux's default of 256 KiB holds a file read from a sandbox to a quarter
+// of what the host's unix socket carries (bench files), as each window
+// waits a round trip through gVisor for its update.
+const streamWindow = 4 << 20
 
 // Close stops listening, which removes the socket file, and closes the
 // current connection. Ops waiting for a connection return ErrClosed.

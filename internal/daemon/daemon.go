@@ -25,6 +25,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/access"
 	"github.com/cairn-sandbox/cairn/internal/activity"
+	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
@@ -53,6 +54,8 @@ var (
 	_ server.Sandboxes    = (*sandbox.Manager)(nil)
 	_ server.Rewinds      = (*sandbox.Manager)(nil)
 	_ server.Processes    = (*sandbox.Manager)(nil)
+	_ server.Files        = sandboxFiles{}
+	_ server.FS           = (*agent.Host)(nil)
 	_ server.SandboxViews = (*catalog.Catalog)(nil)
 	_ server.Checkpoints  = (*catalog.Catalog)(nil)
 	_ server.Accounts     = (*catalog.Catalog)(nil)
@@ -318,7 +321,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}}})
 	srv = server.New(server.Deps{
-		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
+		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Files: sandboxFiles{mgr}, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
 			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
 		Requests: obs, Fingerprint: fingerprint,
@@ -479,4 +482,16 @@ func loadHostID(dataDir string) (string, error) {
 		return "", err
 	}
 	return id, os.Rename(tmp, path)
+}
+
+// sandboxFiles is the Files API of the manager's sandboxes: their agents'
+// file methods.
+type sandboxFiles struct{ m *sandbox.Manager }
+
+func (f sandboxFiles) FS(ctx context.Context, account, name string) (server.FS, error) {
+	h, err := f.m.FileHost(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }

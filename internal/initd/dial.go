@@ -102,5 +102,8 @@ func yamuxConfig() *yamux.Config {
 	cfg := yamux.DefaultConfig()
 	cfg.KeepAliveInterval = 500 * time.Millisecond
 	cfg.LogOutput = io.Discard
+	// As cairnd's side: a file written into the sandbox is not held to
+	// yamux's default window of 256 KiB a round trip.
+	cfg.MaxStreamWindowSize = 4 << 20
 	return cfg
 }

@@ -57,6 +57,11 @@ func checkRequest(req api.AgentRequest) error {
 		if req.Key == "" {
 			return &opError{api.AgentErrInvalid, "rekey: no key"}
 		}
+	case api.AgentOpFiles:
+		if req.Files == nil {
+			return &opError{api.AgentErrInvalid, "files: no files request"}
+		}
+		return checkFileRequest(req.Files)
 	case api.AgentOpShutdown:
 		if req.GraceMS < 0 || req.GraceMS > maxGraceMS {
 			return &opError{api.AgentErrInvalid, fmt.Sprintf("shutdown: grace_ms %d, want 0 to %d", req.GraceMS, maxGraceMS)}

@@ -67,7 +67,8 @@ type server struct {
 	oom      *oomKiller
 	exiting  chan struct{} // closed when cairn-init ends (see exit)
 	exitOnce sync.Once
-	selfExit atomic.Bool // it ends by itself, not at cairnd's request
+	selfExit atomic.Bool  // it ends by itself, not at cairnd's request
+	watches  atomic.Int32 // files watch streams open
 }
 
 // Run is cairn-init: it reaps, forwards signals and serves cairnd until ctx

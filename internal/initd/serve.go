@@ -66,6 +66,8 @@ func (s *server) handle(st *yamux.Stream) {
 		s.reply(st, api.AgentResult{OK: true})
 	case api.AgentOpEvents:
 		s.serveEvents(st)
+	case api.AgentOpFiles:
+		s.serveFiles(st, req.Files)
 	case api.AgentOpShutdown:
 		s.exit(false)
 		grace := time.Duration(req.GraceMS) * time.Millisecond

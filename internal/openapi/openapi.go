@@ -151,6 +151,7 @@ var tags = []obj{
 	{{"name", "images"}, {"description", "Images sandboxes start from (docs/images.md)"}},
 	{{"name", "sandboxes"}, {"description", "Sandboxes and their lifecycle"}},
 	{{"name", "processes"}, {"description", "What runs in a sandbox: exec, services, events"}},
+	{{"name", "files"}, {"description", "A running sandbox's files, as it sees them (docs/files.md)"}},
 	{{"name", "checkpoints"}, {"description", "A sandbox's checkpoints: create, list, restore, fork, diff (docs/checkpoints.md)"}},
 	{{"name", "snapshots"}, {"description", "Named and automatic checkpoints, account-wide"}},
 	{{"name", "ports"}, {"description", "Published ports and raw connections (docs/ports.md)"}},

@@ -115,6 +115,58 @@ var operations = []op{
 		resp:  []resp{{status: 200, media: "text/plain", desc: "The log's last bytes, as the service wrote them."}},
 		codes: []string{api.CodeNoSandbox, api.CodeNotRunning, api.CodeAgentUnreachable, api.CodeNoService, api.CodeInvalidArgument}},
 
+	{method: "GET", path: "/v1/sandboxes/{name}/files", id: "readFile", tag: "files", summary: "Read a file",
+		desc:  "Its content as it is read, its links followed inside the sandbox (a link to /etc/shadow is the sandbox's). A failure after the first byte cuts the answer short (no last chunk), so it is never taken for the whole file.",
+		query: []param{filePath},
+		resp: []resp{{status: 200, media: "application/octet-stream", desc: "The file's bytes.", headers: obj{
+			{"Cairn-File-Mode", obj{{"description", "its permission bits, octal"}, {"schema", str}}},
+			{"Last-Modified", obj{{"description", "its modification time"}, {"schema", str}}},
+		}}},
+		codes: append(fileCodes, api.CodeIsDir, api.CodeFileFailed)},
+	{method: "PUT", path: "/v1/sandboxes/{name}/files", id: "writeFile", tag: "files", summary: "Write a file",
+		desc:  "The body, of any size, goes to a new file beside the path, renamed over it once complete: a write cut short leaves the file as it was. A link is written through (its target replaced). An existing file keeps its mode and owner unless mode or owner say otherwise.",
+		query: []param{filePath, fileMode, fileOwner, q("parents", boolean, "make missing parent directories (default true)")},
+		body:  &body{media: "application/octet-stream", desc: "The file's new content."},
+		resp:  []resp{ok[api.FileEntry]("The file as written.")},
+		codes: append(fileCodes, api.CodeInvalidRequest, api.CodeNotDir, api.CodeIsDir, api.CodeFileDenied, api.CodeFileNoSpace, api.CodeFileFailed)},
+	{method: "DELETE", path: "/v1/sandboxes/{name}/files", id: "removeFile", tag: "files", summary: "Remove a file or directory",
+		query: []param{filePath, q("recursive", boolean, "a directory with all it holds")},
+		resp:  []resp{done("deleted", "The path removed.")},
+		codes: append(fileCodes, api.CodeDirNotEmpty, api.CodeFileDenied)},
+	{method: "GET", path: "/v1/sandboxes/{name}/files/stat", id: "statFile", tag: "files", summary: "A file's entry",
+		desc:  "As lstat sees it inside: a link is itself, with its target.",
+		query: []param{filePath},
+		resp:  []resp{ok[api.FileEntry]("Its entry.")}, codes: fileCodes},
+	{method: "GET", path: "/v1/sandboxes/{name}/files/list", id: "listFiles", tag: "files", summary: "List a directory",
+		desc:  "Each directory's entries by name, a directory's own right after it when deeper. Streamed: a failure after the first entry cuts the array short.",
+		query: []param{filePath, q("depth", obj{{"type", "integer"}, {"minimum", 1}, {"maximum", api.MaxListDepth}}, "how many levels (default 1)")},
+		resp:  []resp{list[api.FileEntry]("The entries.")},
+		codes: append(fileCodes, api.CodeNotDir, api.CodeFileLimit)},
+	{method: "POST", path: "/v1/sandboxes/{name}/files/mkdir", id: "makeDir", tag: "files", summary: "Make a directory",
+		body:  jsonBody[api.MakeDirRequest]("path is required; parents: mkdir -p"),
+		resp:  []resp{created[api.FileEntry]("Made."), ok[api.FileEntry]("With parents: it existed already.")},
+		codes: append(fileCodes, api.CodeInvalidRequest, api.CodeFileExists, api.CodeNotDir, api.CodeFileDenied, api.CodeFileNoSpace)},
+	{method: "POST", path: "/v1/sandboxes/{name}/files/rename", id: "renameFile", tag: "files", summary: "Rename a file or directory",
+		body:  jsonBody[api.RenameRequest]("from and to are required"),
+		resp:  []resp{ok[api.FileEntry]("The entry at its new path.")},
+		codes: append(fileCodes, api.CodeInvalidRequest, api.CodeFileExists, api.CodeNotDir, api.CodeIsDir, api.CodeDirNotEmpty, api.CodeFileDenied)},
+	{method: "GET", path: "/v1/sandboxes/{name}/files/tar", id: "tarOut", tag: "files", summary: "A file or directory as a tar stream",
+		desc:  "Entries named from the path's base name on (tar -C DIR BASE; none for /), owners as numbers and names, modes, times, links and hard links kept. It stays on the path's file system: a mount point below (/proc, /.cairn) is an empty directory. A failure after the first byte cuts the answer short.",
+		query: []param{filePath},
+		resp:  []resp{{status: 200, media: "application/x-tar", desc: "The tar stream (PAX)."}},
+		codes: append(fileCodes, api.CodeFileFailed)},
+	{method: "PUT", path: "/v1/sandboxes/{name}/files/tar", id: "tarIn", tag: "files", summary: "Extract a tar stream into a directory",
+		desc:  "Modes, numeric owners and times kept; devices and FIFOs skipped. No entry may leave the directory (a name with .., or through a link pointing out): F08.",
+		query: []param{filePath, fileOwner, q("parents", boolean, "make the directory and its parents if missing (default true)")},
+		body:  &body{media: "application/x-tar", desc: "A tar stream."},
+		resp:  []resp{ok[api.TarResult]("What it made.")},
+		codes: append(fileCodes, api.CodeInvalidRequest, api.CodeNotDir, api.CodeFileDenied, api.CodeFileNoSpace, api.CodeBadTar, api.CodeFileLimit)},
+	{method: "GET", path: "/v1/sandboxes/{name}/files/watch", id: "watchDir", tag: "files", summary: "Watch a directory",
+		desc:  "The changes made inside under the directory (inotify, by cairn-init), as they happen, in order, until the client goes; a blank line now and then while nothing happens. A watch that fails inside (the directory went: F01; events lost: L09) ends with one line in the error shape.",
+		query: []param{filePath, q("recursive", boolean, "its subdirectories too")},
+		resp:  []resp{{status: 200, media: "application/x-ndjson", typ: typeOf[api.FileEvent](), desc: "One FileEvent per line."}},
+		codes: append(fileCodes, api.CodeNotDir, api.CodeWatchLimit, api.CodeFileLimit)},
+
 	{method: "POST", path: "/v1/sandboxes/{name}/checkpoint", id: "createCheckpoint", tag: "checkpoints", summary: "Checkpoint a sandbox",
 		desc: "Its disk, and with memory its processes and memory. Unlike other long work this streams its events by default; Accept: application/json answers 202 with the operation instead. Failures of the work (L04, K01) end the stream with an error event.",
 		body: optionalBody[api.CreateCheckpointRequest]("name makes it a named snapshot"),
@@ -250,3 +302,11 @@ var operations = []op{
 		resp:  []resp{{status: 200, media: "application/x-ndjson", typ: typeOf[api.Event](), headers: operationHeader, desc: "One Event per line."}},
 		codes: []string{api.CodeNoOperation}},
 }
+
+// The parameters and codes every files route shares.
+var (
+	filePath  = param{name: "path", schema: str, required: true, desc: "absolute path inside the sandbox, resolved as the sandbox sees it"}
+	fileMode  = q("mode", str, "permission bits, octal (0644); default 0644 for a new file, an existing one's own")
+	fileOwner = q("owner", str, "user, uid, user:group or uid:gid in the sandbox; default root (an existing file's own)")
+	fileCodes = []string{api.CodeInvalidArgument, api.CodeNoSandbox, api.CodeNotRunning, api.CodeAgentUnreachable, api.CodeNoFile}
+)

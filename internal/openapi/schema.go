@@ -142,6 +142,8 @@ func (s *schemas) of(t reflect.Type) obj {
 		return obj{{"type", "integer"}, {"format", "int32"}}
 	case reflect.Uint16:
 		return obj{{"type", "integer"}, {"minimum", 0}, {"maximum", 65535}}
+	case reflect.Uint32:
+		return obj{{"type", "integer"}, {"format", "int64"}, {"minimum", 0}, {"maximum", uint64(1<<32 - 1)}}
 	case reflect.Float64, reflect.Float32:
 		return obj{{"type", "number"}}
 	case reflect.Slice:

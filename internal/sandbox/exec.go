@@ -98,6 +98,24 @@ func (m *Manager) ServiceLogs(ctx context.Context, account, name, service string
 	return b, nil
 }
 
+// FileHost returns the agent of the running sandbox called name, waiting
+// while it starts: its file methods are the sandbox's Files API, done
+// inside by cairn-init. S01, S04, S07.
+//
+// A sandbox asleep is woken first; the call keeps it awake until ctx ends
+// (the request is done).
+func (m *Manager) FileHost(ctx context.Context, account, name string) (*agent.Host, error) {
+	_, sb, err := m.lookup(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, m.hold(sb.ID))
+	return m.run.waitReady(ctx, sb)
+}
+
 // agentOf returns the agent of the running sandbox called name.
 func (m *Manager) agentOf(ctx context.Context, account, name string) (*agent.Host, error) {
 	_, sb, err := m.lookup(ctx, account, name)

@@ -154,6 +154,51 @@ type Processes interface {
 	ServiceLogs(ctx context.Context, account, name, service string, tail int) ([]byte, error)
 }
 
+// Files gives the file system of a running sandbox (the sandbox manager).
+type Files interface {
+	// FS returns the file system of the running sandbox called name,
+	// waiting while it starts. S01, S04, S07.
+	FS(ctx context.Context, account, name string) (FS, error)
+}
+
+// FS is one running sandbox's file system as the sandbox sees it: its
+// cairn-init does the work inside, so every path is resolved in the
+// sandbox's mount namespace (package agent's Host). Paths are absolute
+// (V02 otherwise). Each method may also fail with S07 (cairn-init gone)
+// and V02 (a bad path, mode or owner); see api/files.go for the rest.
+type FS interface {
+	// Stat returns the entry of path, a link being itself. F01.
+	Stat(ctx context.Context, path string) (api.FileEntry, error)
+	// List calls fn with the entries under the directory path, depth
+	// levels deep, each directory's by name, its own right after it.
+	// F01, F03, L09.
+	List(ctx context.Context, path string, depth int, fn func(api.FileEntry) error) error
+	// Read returns the entry and content of the file at path (links
+	// followed); the caller closes it. Its reads end with io.EOF or F09,
+	// S07. F01, F04.
+	Read(ctx context.Context, path string) (api.FileEntry, io.ReadCloser, error)
+	// Write replaces req.Path with what body reads, once all of it is
+	// there (req.Mode, req.Owner, req.Parents). A failure of body is an
+	// *agent.BodyError. F03, F04, F06, F07.
+	Write(ctx context.Context, req api.FileRequest, body io.Reader) (api.FileEntry, error)
+	// MakeDir makes req.Path and reports whether it did (req.Parents: an
+	// existing directory is no error). F02, F03.
+	MakeDir(ctx context.Context, req api.FileRequest) (api.FileEntry, bool, error)
+	// Remove removes path (recursive: with what it holds). F01, F05.
+	Remove(ctx context.Context, path string, recursive bool) error
+	// Rename renames from to to and returns the entry at to. F01, F02, F05.
+	Rename(ctx context.Context, from, to string) (api.FileEntry, error)
+	// TarOut returns path as a tar stream; the caller closes it. F01.
+	TarOut(ctx context.Context, path string) (api.FileEntry, io.ReadCloser, error)
+	// TarIn extracts the tar stream body reads into the directory
+	// req.Path. F01, F03, F07, F08, L09; *agent.BodyError.
+	TarIn(ctx context.Context, req api.FileRequest, body io.Reader) (api.TarResult, error)
+	// Watch calls ready once the watch is set, then fn with each event
+	// under the directory path until ctx ends (nil) or it fails. F01,
+	// F03, L08, L09.
+	Watch(ctx context.Context, path string, recursive bool, ready func(), fn func(api.FileEvent) error) error
+}
+
 // Accounts is what concerns an account as a whole.
 type Accounts interface {
 	// Account returns the account's disk use and counts.
@@ -243,6 +288,7 @@ type Deps struct {
 	Checkpoints Checkpoints
 	Rewinds     Rewinds
 	Processes   Processes
+	Files       Files
 	Accounts    Accounts
 	Access      Access
 	Audit       Auditor

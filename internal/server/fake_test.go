@@ -59,6 +59,7 @@ var (
 	_ SandboxViews = (*fake)(nil)
 	_ Rewinds      = (*fake)(nil)
 	_ Processes    = (*fake)(nil)
+	_ Files        = (*fake)(nil)
 	_ Accounts     = (*fake)(nil)
 	_ Images       = fakeImages{}
 	_ Operations   = fakeOps{}
@@ -73,7 +74,7 @@ func newFake(t *testing.T) *fake {
 // server returns a Server over f.
 func (f *fake) server() *Server {
 	return New(Deps{
-		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Accounts: f, Access: fakeAccess{f}, Audit: &f.audit,
+		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Files: f, Accounts: f, Access: fakeAccess{f}, Audit: &f.audit,
 		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub,
 	}, api.ServerInfo{Version: "test"})
 }

@@ -28,6 +28,7 @@ type Server struct {
 	checkpoints Checkpoints
 	rewinds     Rewinds
 	processes   Processes
+	files       Files
 	accounts    Accounts
 	access      Access
 	images      Images
@@ -64,7 +65,7 @@ type Server struct {
 func New(d Deps, info api.ServerInfo) *Server {
 	s := &Server{
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
-		processes: d.Processes, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
+		processes: d.Processes, files: d.Files, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
 		requests: d.Requests, fingerprint: d.Fingerprint,
 	}
@@ -131,7 +132,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func statusOf(code string) int {
 	switch code {
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
-		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken:
+		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken, api.CodeNoFile:
 		return http.StatusNotFound
 	case api.CodeUnauthenticated:
 		return http.StatusUnauthorized
@@ -139,7 +140,8 @@ func statusOf(code string) int {
 		return http.StatusForbidden
 	case api.CodeRateLimited:
 		return http.StatusTooManyRequests
-	case api.CodeAccountNotEmpty, api.CodeTokenNameTaken, api.CodeAccountExists:
+	case api.CodeAccountNotEmpty, api.CodeTokenNameTaken, api.CodeAccountExists,
+		api.CodeFileExists, api.CodeNotDir, api.CodeIsDir, api.CodeDirNotEmpty:
 		return http.StatusConflict
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
 		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite, api.CodeLocalGone,
@@ -151,20 +153,22 @@ func statusOf(code string) int {
 		return http.StatusBadGateway
 	case api.CodePortCredentials:
 		return http.StatusUnauthorized
-	case api.CodeExecFailed, api.CodeImageDamaged, api.CodeDockerfile, api.CodeBuildStepFailed, api.CodeStepTimeout, api.CodeStepOutOfMemory,
-		api.CodeContextRefused:
+	case api.CodeFileDenied:
+		return http.StatusForbidden
+	case api.CodeExecFailed, api.CodeExecTimedOut, api.CodeImageDamaged, api.CodeDockerfile, api.CodeBuildStepFailed, api.CodeStepTimeout, api.CodeStepOutOfMemory,
+		api.CodeContextRefused, api.CodeBadTar, api.CodeFileLimit:
 		return http.StatusUnprocessableEntity
 	case api.CodeContextTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case api.CodeDiskLimit, api.CodePoolFull:
+	case api.CodeDiskLimit, api.CodePoolFull, api.CodeFileNoSpace:
 		return http.StatusInsufficientStorage
-	case api.CodeTooManyRequests, api.CodeInsideQuota:
+	case api.CodeTooManyRequests, api.CodeInsideQuota, api.CodeWatchLimit:
 		return http.StatusTooManyRequests
 	case api.CodeAgentUnreachable, api.CodeSandboxDown, api.CodeNetworkUnavailable, api.CodePortNotRunning:
 		return http.StatusServiceUnavailable
 	case api.CodeInvalidRule:
 		return http.StatusBadRequest
-	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal:
+	case api.CodeRuntimeFailed, api.CodeImageBuildFailed, api.CodeCheckpointFailed, api.CodeInternal, api.CodeFileFailed:
 		return http.StatusInternalServerError
 	}
 	if strings.HasPrefix(code, "V") {
