@@ -23,7 +23,9 @@
 //     download, create+start with networking against without; all of it
 //     inside the bench's own test internet (internal/testenv/testnet);
 //   - files (files.go): Files API write and read throughput of 1 GiB
-//     against `cairn exec -i … cat` and against the host's own disk.
+//     against `cairn exec -i … cat` and against the host's own disk;
+//   - wake (wake.go): an exec on a sandbox asleep (--idle, 256 MiB in
+//     memory) until it answers, against resuming its session by hand.
 //
 // Everything runs on a throw-away cairnd with its own data dir and loop
 // pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
@@ -65,6 +67,7 @@ var groups = []group{
 	{"build", "build of an unchanged Dockerfile (all steps cached) vs. the same with --no-cache", benchBuild},
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
 	{"files", "Files API write and read of 1 GiB vs. exec -i cat and the host's own disk", benchFiles},
+	{"wake", "exec on a sandbox asleep (256 MiB, --idle) vs. cairn start of its saved session by hand", benchWake},
 }
 
 // env is what every group gets: the daemon, its client and the floor.
