@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -45,6 +46,14 @@ type Purge struct {
 	// is kept for it outside the store (its off-site service and default
 	// repository directory, its build steps' cache entries).
 	Forget func(ctx context.Context, acct metadata.Account)
+	// Revoked, if set, is told the ids of the tokens the delete revoked,
+	// once they are: the API server ends their sessions and refuses new
+	// ones (a session opened between the request and the revoke).
+	Revoked func(ids []string)
+	// OffsiteOn, if set, says whether the account's off-site copies are
+	// on; when they are off nothing would ever delete what its deleted
+	// checkpoints left in its locations, and the delete does not wait.
+	OffsiteOn func(acct metadata.Account) bool
 }
 
 // offsiteWait is how long a forced delete waits, by default, for the
@@ -111,6 +120,13 @@ func (s *Service) purgeAccount(ctx context.Context, op *operation.Op, acct metad
 		}
 	}
 	res.Tokens = len(tokens)
+	if s.purge.Revoked != nil {
+		ids := make([]string, 0, len(tokens))
+		for _, t := range tokens {
+			ids = append(ids, t.ID)
+		}
+		s.purge.Revoked(ids)
+	}
 	res.Sandboxes, res.Checkpoints, err = s.purge.Emptier.EmptyAccount(ctx, op, acct.Name)
 	if err != nil {
 		return res, unfinished(acct.Name, err)
@@ -139,6 +155,15 @@ func (s *Service) purgeAccount(ctx context.Context, op *operation.Op, acct metad
 // (metadata.Store.OffsiteDeletes is empty), at most purge.OffsiteWait:
 // R01 past that.
 func (s *Service) waitOffsiteDeletes(ctx context.Context, op *operation.Op, acct metadata.Account) error {
+	if s.purge.OffsiteOn != nil && !s.purge.OffsiteOn(acct) {
+		queued, err := s.store.OffsiteDeletes(ctx, acct.ID)
+		if err != nil || len(queued) == 0 {
+			return err
+		}
+		slog.Warn("account deleted with its off-site copies off: what its checkpoints left in its locations stays there",
+			"account", acct.Name, "manifests", len(queued))
+		return s.store.ForgetOffsiteDeletes(ctx, acct.ID, queued)
+	}
 	deadline := time.Now().Add(s.purge.OffsiteWait)
 	said := false
 	for {

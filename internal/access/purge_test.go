@@ -123,3 +123,47 @@ func TestPurgeAccount(t *testing.T) {
 		t.Errorf("once deleted: %v", err)
 	}
 }
+
+// With the account's off-site copies off, the delete does not wait for
+// deletes nobody would do; it tells who revoked which tokens, and who
+// keeps the account's things outside the store.
+func TestPurgeAccountOffsiteOff(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t)
+	var revoked []string
+	var forgot string
+	s.purge = Purge{Ops: operation.NewRegistry(ctx, time.Now), Emptier: rowEmptier{store: s.store, gate: closedGate()}, OffsiteWait: time.Hour,
+		OffsiteOn: func(metadata.Account) bool { return false },
+		Revoked:   func(ids []string) { revoked = ids },
+		Forget:    func(_ context.Context, a metadata.Account) { forgot = a.Name }}
+	s.CreateAccount(ctx, "team", 0)
+	tok, _ := s.CreateToken(ctx, "team", "ci", auth.RoleMember, 0)
+	acct, _ := s.store.AccountByName(ctx, "team")
+	sb := metadata.Sandbox{ID: "00000000000000t2", AccountID: acct.ID, Name: "web", Image: "busybox", State: metadata.SandboxStopped, Restart: metadata.RestartNo}
+	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	ck := metadata.Checkpoint{ID: "ck-t2", AccountID: acct.ID, SandboxID: sb.ID, SandboxName: "web", Trigger: metadata.TriggerManual,
+		Consistency: metadata.ConsistencyFrozen, Image: "busybox", OffsiteManifest: "manifest-t2"}
+	if _, err := s.store.CreateCheckpoint(ctx, ck); err != nil {
+		t.Fatal(err)
+	}
+	op, err := s.PurgeAccount(ctx, "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := op.Wait(wctx); err != nil {
+		t.Fatalf("forced delete with off-site off: %v", err)
+	}
+	if len(revoked) != 1 || revoked[0] != tok.Info.ID || forgot != "team" {
+		t.Errorf("revoked %v, forgot %q; want the token and the account", revoked, forgot)
+	}
+}
+
+func closedGate() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

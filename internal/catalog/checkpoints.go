@@ -95,7 +95,7 @@ func (c *Catalog) checkpointView(sb metadata.Sandbox, ck metadata.Checkpoint, us
 		Image: ck.Image, CreatedAt: ck.CreatedAt, Current: sb.CurrentCheckpoint == ck.ID, FromInside: ck.FromInside,
 	}
 	out.Offsite, out.OffsiteDetail = c.offsiteStatus(ck)
-	out.Stored = storedOf(ck)
+	out.Stored = c.storedOf(ck)
 	if usage != nil {
 		out.SizeExclusive, out.SizeTotal = usage.Checkpoint(ck)
 	}
@@ -375,10 +375,12 @@ func (c *Catalog) DeleteSnapshot(ctx context.Context, account, ref string) (api.
 	return c.checkpointView(metadata.Sandbox{}, ck, nil), nil
 }
 
-// storedOf says where ck's disk lives (api.Checkpoint.Stored).
-func storedOf(ck metadata.Checkpoint) string {
+// storedOf says where ck's disk lives (api.Checkpoint.Stored): off-site
+// is both locations holding it.
+func (c *Catalog) storedOf(ck metadata.Checkpoint) string {
+	svc := c.offsiteOf(ck.AccountID)
 	switch {
-	case ck.DiskPath != "" && ck.OffsiteManifest != "":
+	case ck.DiskPath != "" && ck.OffsiteManifest != "" && svc != nil && svc.Complete(ck):
 		return api.StoredLocalAndOffsite
 	case ck.DiskPath != "":
 		return api.StoredLocalOnly
@@ -414,6 +416,8 @@ func (c *Catalog) EvictCheckpoint(ctx context.Context, account, name, ref string
 		case "":
 		case localtier.Current, localtier.Resumes:
 			return api.Checkpoint{}, errdefs.New(api.CodeCheckpointCurrent, "the local copy of checkpoint %s stays: %s", ck.Seq, why)
+		case localtier.HasMemory:
+			return api.Checkpoint{}, errdefs.New(api.CodeInvalidArgument, "the local copy of checkpoint %s stays: %s", ck.Seq, why)
 		default:
 			return api.Checkpoint{}, errdefs.New(api.CodeNotOffsite, "the local copy of checkpoint %s stays: %s (cairn checkpoint info %s %s shows its off-site state)", ck.Seq, why, sb.Name, ck.Seq)
 		}

@@ -312,6 +312,11 @@ func Run(ctx context.Context, cfg Config) error {
 		fingerprint = remote.fingerprint
 	}
 	accessSvc := access.New(access.Config{Store: store, Now: time.Now, Purge: access.Purge{Ops: ops, Emptier: mgr,
+		Revoked: func(ids []string) { srv.EndTokenSessions(ids...) },
+		OffsiteOn: func(acct metadata.Account) bool {
+			svc := offsites.For(acct.ID)
+			return svc != nil && svc.Enabled()
+		},
 		Forget: func(ctx context.Context, acct metadata.Account) {
 			offsites.Forget(acct)
 			if n, err := images.PruneAccountSteps(ctx, acct.ID); err != nil {
@@ -340,7 +345,7 @@ func Run(ctx context.Context, cfg Config) error {
 		netMgr.Sweep(func(name string) bool { return slices.Contains(names, name) })
 	}
 
-	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Offsite: offsites, Policies: cfg.LocalTier, Now: time.Now})
+	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Complete: localtier.ServicesComplete(offsites), Policies: cfg.LocalTier, Now: time.Now})
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
 		PoolWatch: dsk.NewPoolWatch(), LocalTier: tier, Now: time.Now}).Run(opsCtx)
 	go offsites.Run(opsCtx)

@@ -20,9 +20,12 @@ type Disks interface {
 
 // Config is what a Tier needs.
 type Config struct {
-	Store   metadata.Store
-	Disks   Disks
-	Offsite *offsite.Set
+	Store metadata.Store
+	Disks Disks
+	// Complete returns how to tell, for the account with that id, whether
+	// both its off-site locations hold a checkpoint; nil when its off-site
+	// copies are off (ServicesComplete adapts an offsite.Set).
+	Complete func(accountID int64) func(metadata.Checkpoint) bool
 	// Policies are the accounts' policies by account name (the config
 	// file's); an account without one has DefaultPolicy.
 	Policies map[string]Policy
@@ -47,7 +50,7 @@ const lowBatch = 20
 // Apply drops the local copies that every account's policy lets go, then,
 // while the pool runs low, the oldest of those off-site holds.
 func (t *Tier) Apply(ctx context.Context) error {
-	if t.cfg.Offsite == nil {
+	if t.cfg.Complete == nil {
 		return nil
 	}
 	accts, err := t.cfg.Store.ListAccounts(ctx)
@@ -67,7 +70,7 @@ func (t *Tier) Apply(ctx context.Context) error {
 		}
 		evict, ifLow := Plan(t.cfg.Policies[a.Name], f)
 		for _, ck := range evict {
-			if err := t.cfg.Disks.Evict(ctx, ck); err != nil {
+			if err := t.evict(ctx, ck, f.Both); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -84,19 +87,38 @@ func (t *Tier) Apply(ctx context.Context) error {
 			break
 		}
 		slog.Info("the pool runs low: dropping the local copy of a checkpoint both off-site locations hold", "sandbox", spare[i].SandboxName, "id", spare[i].Seq)
-		if err := t.cfg.Disks.Evict(ctx, spare[i]); err != nil {
+		if err := t.evict(ctx, spare[i], nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// evict drops ck's local copy unless, looked at again now, it may not go:
+// a restore or a saved session since the plan made it one a sandbox
+// stands on. both is nil to ask the account's service again.
+func (t *Tier) evict(ctx context.Context, ck metadata.Checkpoint, both func(metadata.Checkpoint) bool) error {
+	sbs, err := t.cfg.Store.ListSandboxes(ctx, ck.AccountID, metadata.SandboxFilter{})
+	if err != nil {
+		return err
+	}
+	if both == nil {
+		if both = t.cfg.Complete(ck.AccountID); both == nil {
+			return nil
+		}
+	}
+	if Refuse(ck, sbs, both) != "" {
+		return nil
+	}
+	return t.cfg.Disks.Evict(ctx, ck)
+}
+
 // facts reads what account's plan is made from; Both is nil when its
 // off-site copies are off.
 func (t *Tier) facts(ctx context.Context, acct metadata.Account) (Facts, error) {
 	f := Facts{Now: t.cfg.Now()}
-	svc := t.cfg.Offsite.For(acct.ID)
-	if svc == nil || !svc.Enabled() {
+	both := t.cfg.Complete(acct.ID)
+	if both == nil {
 		return f, nil
 	}
 	var err error
@@ -106,6 +128,17 @@ func (t *Tier) facts(ctx context.Context, acct metadata.Account) (Facts, error) 
 	if f.Sandboxes, err = t.cfg.Store.ListSandboxes(ctx, acct.ID, metadata.SandboxFilter{}); err != nil {
 		return f, err
 	}
-	f.Both = svc.Complete
+	f.Both = both
 	return f, nil
+}
+
+// ServicesComplete tells Complete from the accounts' off-site services.
+func ServicesComplete(set *offsite.Set) func(accountID int64) func(metadata.Checkpoint) bool {
+	return func(accountID int64) func(metadata.Checkpoint) bool {
+		svc := set.For(accountID)
+		if svc == nil || !svc.Enabled() {
+			return nil
+		}
+		return svc.Complete
+	}
 }

@@ -354,8 +354,7 @@ type Checkpoint struct {
 	OffsiteUnstorable string
 	// ImportedAt is when ImportCheckpoint stored it (read back from
 	// off-site: a host that took it is gone); zero for a checkpoint taken
-	// here. Retention counts a sandbox without a row as deleted no
-	// earlier than its checkpoints' import.
+	// here. Retention never deletes an imported checkpoint.
 	ImportedAt time.Time
 	// DiskPath is where the checkpoint's disk (a read-only subvolume)
 	// lives, relative to the pool's root ("checkpoints/<id>"); "" when it
@@ -664,7 +663,10 @@ type Store interface {
 	// then takes no number from a counter), and it needs no sandbox row.
 	// When a sandbox with ck.SandboxID exists in the account, its counter
 	// is raised past a v-id, so that it never gives the same one. It must
-	// pass ValidateImport; the same ErrConflict and ErrNotFound cases.
+	// pass ValidateImport; the same ErrConflict and ErrNotFound cases, and
+	// ErrConflict too when the manifest is queued for deletion
+	// (OffsiteDeletes: the account deleted that checkpoint) or a sandbox
+	// of another account has ck.SandboxID.
 	ImportCheckpoint(ctx context.Context, ck Checkpoint) (Checkpoint, error)
 	// CheckpointByID returns the checkpoint with that account-wide id, or
 	// ErrNotFound.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,12 +12,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
+	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 )
 
 // dirDisks lends checkpoint disks that are plain directories.
@@ -442,5 +445,21 @@ func TestStatusDuringUpload(t *testing.T) {
 			return
 		default:
 		}
+	}
+}
+
+// However long a checkpoint's comment and label, its metadata fits in a
+// manifest (an upload never fails for them), and text is cut on a
+// character.
+func TestMetaAlwaysFits(t *testing.T) {
+	ck := metadata.Checkpoint{ID: "c1", SandboxID: "s1", SandboxName: "web", Seq: "v1", Trigger: metadata.TriggerManual,
+		Consistency: metadata.ConsistencyFrozen, Comment: strings.Repeat("é", 1<<20), Label: strings.Repeat("x", 1<<20), Name: strings.Repeat("n", 1<<16)}
+	b := metaOf(ck)
+	if len(b) > manifest.MaxMeta {
+		t.Fatalf("meta of %d bytes, over the manifest's %d", len(b), manifest.MaxMeta)
+	}
+	var m remoteMeta
+	if err := json.Unmarshal(b, &m); err != nil || !utf8.ValidString(m.Comment) || len(m.Comment) == 0 || m.SandboxName != "web" {
+		t.Fatalf("meta %q… %v", b[:80], err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -43,12 +44,32 @@ type remoteMeta struct {
 	readErr string // why the manifest says nothing usable; not stored
 }
 
+// Bounds of the free text a manifest carries: what is longer is cut, so
+// that the metadata always fits in a manifest (repo's MaxMeta) and a
+// checkpoint's upload never fails for its comment.
+const (
+	metaCommentMax = 8 << 10
+	metaTextMax    = 1 << 10 // label, name, image, sandbox name
+)
+
 // metaOf is the manifest metadata of ck.
 func metaOf(ck metadata.Checkpoint) []byte {
-	b, _ := json.Marshal(remoteMeta{Format: metaFormat, ID: ck.ID, SandboxID: ck.SandboxID, SandboxName: ck.SandboxName,
-		Seq: ck.Seq, Name: ck.Name, Trigger: ck.Trigger, Consistency: ck.Consistency, Comment: ck.Comment,
-		Label: ck.Label, Image: ck.Image, HasMemory: ck.HasMemory, Created: ck.CreatedAt})
+	b, _ := json.Marshal(remoteMeta{Format: metaFormat, ID: cut(ck.ID, 64), SandboxID: cut(ck.SandboxID, 64),
+		SandboxName: cut(ck.SandboxName, metaTextMax), Seq: cut(ck.Seq, metaTextMax), Name: cut(ck.Name, metaTextMax),
+		Trigger: cut(ck.Trigger, 64), Consistency: cut(ck.Consistency, 64), Comment: cut(ck.Comment, metaCommentMax),
+		Label: cut(ck.Label, metaTextMax), Image: cut(ck.Image, metaTextMax), HasMemory: ck.HasMemory, Created: ck.CreatedAt})
 	return b
+}
+
+// cut is s in at most n bytes, not splitting a UTF-8 character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // meta reads what ref's manifest says, once: manifests never change.
@@ -192,7 +213,7 @@ func (s *Service) Import(ctx context.Context, req api.ImportRequest) ([]metadata
 		}
 		switch {
 		case errors.Is(err, metadata.ErrConflict):
-			skip(id, "checkpoint %s (%s/%s) conflicts with one here: the same id, or the same sandbox and id", ck.ID, ck.SandboxName, ck.Seq)
+			skip(id, "checkpoint %s (%s/%s) conflicts with what is here: a checkpoint with its id, or its sandbox and id; a sandbox of another account with its sandbox's id; or the account deleted it", ck.ID, ck.SandboxName, ck.Seq)
 			continue
 		case err != nil && ctx.Err() == nil && !errors.Is(err, metadata.ErrNotFound):
 			skip(id, "%v", err)

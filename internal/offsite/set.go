@@ -26,10 +26,11 @@ type Set struct {
 	configs  map[string]Config // by account name, from the config file
 	observer Observer
 
-	mu       sync.Mutex
-	services map[int64]*Service
-	stops    map[int64]context.CancelFunc // ends a running service's queue
-	runCtx   context.Context              // set by Run; nil before
+	mu        sync.Mutex
+	services  map[int64]*Service
+	stops     map[int64]func() // ends a running service's queue and waits for it
+	forgotten map[int64]bool   // deleted accounts: no service again
+	runCtx    context.Context  // set by Run; nil before
 }
 
 // SetConfig is what NewSet needs.
@@ -50,7 +51,7 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Set{store: cfg.Store, disk: cfg.Disk, now: cfg.Now, dataDir: cfg.DataDir, configs: map[string]Config{}, services: map[int64]*Service{}, stops: map[int64]context.CancelFunc{}}
+	s := &Set{store: cfg.Store, disk: cfg.Disk, now: cfg.Now, dataDir: cfg.DataDir, configs: map[string]Config{}, services: map[int64]*Service{}, stops: map[int64]func(){}, forgotten: map[int64]bool{}}
 	for name, c := range cfg.Accounts {
 		if err := metadata.ValidateAccountName(name); err != nil {
 			return nil, fmt.Errorf("off-site config of account %q: %w", name, err)
@@ -127,6 +128,9 @@ func (s *Set) add(acct metadata.Account) *Service {
 	if svc := s.services[acct.ID]; svc != nil {
 		return svc
 	}
+	if s.forgotten[acct.ID] {
+		return nil // deleted while it was being looked up
+	}
 	cfg, err := ForAccount(s.configs[acct.Name], s.dataDir, acct)
 	if err != nil {
 		// Only a config file's entry can be wrong, and NewSet checked
@@ -149,8 +153,19 @@ func (s *Set) add(acct metadata.Account) *Service {
 // s.mu is held.
 func (s *Set) start(id int64, svc *Service) {
 	ctx, cancel := context.WithCancel(s.runCtx)
-	s.stops[id] = cancel
-	go svc.Run(ctx)
+	done := make(chan struct{})
+	s.stops[id] = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			slog.Warn("off-site: a stopped account's queue did not end within a minute")
+		}
+	}
+	go func() {
+		defer close(done)
+		svc.Run(ctx)
+	}()
 }
 
 // Forget stops the service of a deleted account and removes its default
@@ -162,13 +177,15 @@ func (s *Set) Forget(acct metadata.Account) {
 		return
 	}
 	s.mu.Lock()
-	if stop := s.stops[acct.ID]; stop != nil {
-		stop()
-	}
+	stop := s.stops[acct.ID]
 	delete(s.stops, acct.ID)
 	delete(s.services, acct.ID)
+	s.forgotten[acct.ID] = true
 	_, configured := s.configs[acct.Name]
 	s.mu.Unlock()
+	if stop != nil {
+		stop() // its queue has stopped writing before the directory goes
+	}
 	if configured {
 		return
 	}

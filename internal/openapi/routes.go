@@ -196,7 +196,7 @@ var operations = []op{
 		resp: []resp{ok[api.Checkpoint]("The checkpoint.")}, codes: []string{api.CodeNoSandbox, api.CodeNoCheckpoint}},
 	{method: "POST", path: "/v1/sandboxes/{name}/checkpoints/{id}/evict", id: "evictCheckpoint", tag: "checkpoints", summary: "Drop a checkpoint's local copy",
 		desc: "Only a checkpoint both off-site locations hold, never a sandbox's current one, the saved session a sandbox resumes from, or a memory checkpoint. It stays listed (stored: off-site only) and restores from off-site. One without a local copy is answered as it is.",
-		resp: []resp{ok[api.Checkpoint]("The checkpoint.")}, codes: []string{api.CodeNoSandbox, api.CodeNoCheckpoint, api.CodeNotOffsite, api.CodeCheckpointCurrent}},
+		resp: []resp{ok[api.Checkpoint]("The checkpoint.")}, codes: []string{api.CodeNoSandbox, api.CodeNoCheckpoint, api.CodeNotOffsite, api.CodeCheckpointCurrent, api.CodeInvalidArgument}},
 	{method: "POST", path: "/v1/sandboxes/{name}/fork", id: "forkSandbox", tag: "checkpoints", summary: "Fork a sandbox into copies",
 		desc: "From a new checkpoint of the current state (trigger fork), or from from_checkpoint; with memory the running processes too. The source is never touched.",
 		body: optionalBody[api.ForkRequest](""),

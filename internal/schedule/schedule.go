@@ -244,24 +244,24 @@ func automatic(cks []metadata.Checkpoint) []metadata.Checkpoint {
 func (m *Scheduler) retentionVictims(sbID string, cks []metadata.Checkpoint, alive bool, now time.Time) []metadata.Checkpoint {
 	if !alive {
 		deletedAt := cks[len(cks)-1].CreatedAt
-		var importedAt time.Time
 		for _, ck := range cks {
 			if ck.Trigger == api.TriggerDelete {
 				deletedAt = ck.CreatedAt
 			}
-			if ck.ImportedAt.After(importedAt) {
-				importedAt = ck.ImportedAt
+		}
+		if !checkpoint.ExpiredAfterDelete(deletedAt, now) {
+			return nil
+		}
+		// A lost host's checkpoints, imported from off-site, are often the
+		// only copies left (and a repository may be another host's too):
+		// they go only when the user deletes them.
+		var out []metadata.Checkpoint
+		for _, ck := range cks {
+			if ck.ImportedAt.IsZero() {
+				out = append(out, ck)
 			}
 		}
-		// A dead host's checkpoints, imported from off-site: their 14 days
-		// start no earlier than the import.
-		if importedAt.After(deletedAt) {
-			deletedAt = importedAt
-		}
-		if checkpoint.ExpiredAfterDelete(deletedAt, now) {
-			return cks
-		}
-		return nil
+		return out
 	}
 	cands := make([]checkpoint.Candidate, len(cks))
 	for i, ck := range cks {

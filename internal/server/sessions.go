@@ -116,6 +116,10 @@ func (s *Server) endSessions(ids ...string) {
 
 // endAccountSessions ends every long session open with a token of the
 // account: it was deleted, with its tokens.
+// EndTokenSessions ends the long sessions of the tokens with those ids
+// and refuses those they would open later: they were revoked.
+func (s *Server) EndTokenSessions(ids ...string) { s.endSessions(ids...) }
+
 func (s *Server) endAccountSessions(account string) {
 	r := &s.sessions
 	r.mu.Lock()

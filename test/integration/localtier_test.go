@@ -55,8 +55,8 @@ func TestLocalTier(t *testing.T) {
 		t.Fatalf("evict of the current checkpoint: %s, want K03", code)
 	}
 	d.checkpoint("s", "--memory")
-	if code := d.errorCode("checkpoint", "evict", "s", "v2"); code != api.CodeNotOffsite {
-		t.Fatalf("evict of a memory checkpoint: %s, want R02", code)
+	if code := d.errorCode("checkpoint", "evict", "s", "v2"); code != api.CodeInvalidArgument {
+		t.Fatalf("evict of a memory checkpoint: %s, want V02", code)
 	}
 	d.sh("s", "echo c > /root/c")
 	d.checkpoint("s")

@@ -74,6 +74,18 @@ func (s *Store) ImportCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 	ck.ImportedAt = s.stamp(time.Time{})
 	var stored metadata.Checkpoint
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var deleted, foreign bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM offsite_deletes WHERE account_id = $1 AND manifest = $2),
+			EXISTS (SELECT 1 FROM sandboxes WHERE id = $3 AND account_id <> $1)`,
+			ck.AccountID, ck.OffsiteManifest, ck.SandboxID).Scan(&deleted, &foreign); err != nil {
+			return err
+		}
+		if deleted {
+			return fmt.Errorf("manifest %s is of a checkpoint the account deleted: %w", ck.OffsiteManifest, metadata.ErrConflict)
+		}
+		if foreign {
+			return fmt.Errorf("sandbox id %s is another account's: %w", ck.SandboxID, metadata.ErrConflict)
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES (`+params(22)+`)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,

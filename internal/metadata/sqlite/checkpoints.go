@@ -74,6 +74,18 @@ func (s *Store) ImportCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 	ck.ImportedAt = s.stamp(time.Time{})
 	var stored metadata.Checkpoint
 	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		var deleted, foreign bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM offsite_deletes WHERE account_id = ? AND manifest = ?),
+			EXISTS (SELECT 1 FROM sandboxes WHERE id = ? AND account_id <> ?)`,
+			ck.AccountID, ck.OffsiteManifest, ck.SandboxID, ck.AccountID).Scan(&deleted, &foreign); err != nil {
+			return err
+		}
+		if deleted {
+			return fmt.Errorf("manifest %s is of a checkpoint the account deleted: %w", ck.OffsiteManifest, metadata.ErrConflict)
+		}
+		if foreign {
+			return fmt.Errorf("sandbox id %s is another account's: %w", ck.SandboxID, metadata.ErrConflict)
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,

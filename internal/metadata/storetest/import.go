@@ -62,6 +62,25 @@ func testImportCheckpoint(t *testing.T, open OpenFunc) {
 	sameSeq.ID = "c000000000000004"
 	sameSeq.OffsiteManifest = strings.Repeat("ef", 32)
 	wantErr(t, "a seq of the sandbox taken", func() error { _, err := s.ImportCheckpoint(ctx, sameSeq); return err }(), metadata.ErrConflict)
+	// A checkpoint the account deleted (its manifest queued for deletion
+	// off-site) is not brought back, nor a row given another account's
+	// sandbox id.
+	queued := newCheckpoint("c000000000000007", sb)
+	queued.OffsiteManifest, queued.DiskPath, queued.MemoryPath, queued.HasMemory = strings.Repeat("77", 32), "", "", false
+	createCk(t, s, queued)
+	if err := s.DeleteCheckpoint(ctx, queued.ID); err != nil {
+		t.Fatal(err)
+	}
+	back := queued
+	back.Seq = "v40"
+	wantErr(t, "import of a deleted checkpoint's manifest", func() error { _, err := s.ImportCheckpoint(ctx, back); return err }(), metadata.ErrConflict)
+	b := ensureAccount(t, s, "bob")
+	bobs := newSandbox("00000000000000b1", b.ID, "bobs")
+	create(t, s, bobs)
+	foreign := ck
+	foreign.ID, foreign.SandboxID, foreign.Seq, foreign.OffsiteManifest = "c000000000000008", bobs.ID, "v1", strings.Repeat("88", 32)
+	wantErr(t, "import under another account's sandbox id", func() error { _, err := s.ImportCheckpoint(ctx, foreign); return err }(), metadata.ErrConflict)
+
 	for name, bad := range map[string]func(*metadata.Checkpoint){
 		"no manifest":  func(c *metadata.Checkpoint) { c.OffsiteManifest = "" },
 		"a local disk": func(c *metadata.Checkpoint) { c.DiskPath = "checkpoints/x" },

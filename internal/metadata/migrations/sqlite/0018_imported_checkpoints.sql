@@ -4,9 +4,9 @@
 -- Keep in step with ../postgres/0018_imported_checkpoints.sql.
 --
 -- checkpoints.imported_at is NULL for a checkpoint taken on this host, else
--- when ImportCheckpoint stored it. Retention counts a sandbox without a
--- row here as deleted 14 days after its final checkpoint: for imported
--- checkpoints (a dead host's), no earlier than their import, so that an
--- import never hands old checkpoints to retention at once.
+-- when ImportCheckpoint stored it. Retention deletes the checkpoints of a
+-- sandbox without a row here 14 days after its final checkpoint, but never
+-- imported ones (a lost host's, often the only copies left): only the user
+-- deletes those.
 
 ALTER TABLE checkpoints ADD COLUMN imported_at TEXT; -- NULL: taken on this host
