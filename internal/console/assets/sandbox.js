@@ -1,0 +1,117 @@
+// A sandbox's page: what it is, its checkpoints (create, restore in place
+// with undo, restore as new, delete) and a terminal.
+import { get, enc } from "./api.js";
+import { el, bytes, ago, when, table, status, busy, field } from "./ui.js";
+import { act } from "./sandboxes.js";
+import { openTerminal } from "./terminal.js";
+
+function offsite(ck) {
+  const d = ck.offsite_detail;
+  if (d && d.locations && d.locations.length) return d.locations.map((l) => `${l.name}: ${l.state}`).join(", ");
+  return ck.offsite || "—";
+}
+
+export async function sandboxPage(root, name) {
+  const path = `/v1/sandboxes/${enc(name)}`;
+  const info = el("div");
+  const cks = el("div");
+  const undo = el("div", { "aria-live": "polite" });
+  const includeAuto = el("input", { type: "checkbox", id: "include-auto" });
+  const comment = el("input", { id: "ck-comment", name: "comment", placeholder: "before the upgrade", size: "28" });
+  const memory = el("input", { type: "checkbox", id: "ck-memory" });
+  const ckBtn = el("button", { type: "submit", id: "ck-create" }, "Create checkpoint");
+  const ckForm = el("form", { class: "inline", id: "ck-form", "aria-label": "Create a checkpoint" },
+    field("Comment", comment), el("label", { class: "check", for: "ck-memory" }, memory, "with memory (running processes)"), ckBtn);
+  const termBox = el("section", { class: "card", "aria-labelledby": "term-title" });
+
+  root.replaceChildren(
+    el("p", {}, el("a", { href: "#/sandboxes" }, "← Sandboxes")),
+    el("h1", {}, "Sandbox ", el("span", { id: "sb-name" }, name)),
+    info, undo,
+    el("section", { class: "card", "aria-labelledby": "ck-title" },
+      el("h2", { id: "ck-title", style: "margin-top:0" }, "Checkpoints"), ckForm,
+      el("p", {}, el("label", { class: "check", for: "include-auto" }, includeAuto, "show automatic checkpoints")), cks),
+    termBox);
+
+  async function refresh() {
+    const sb = await get(path);
+    const d = sb.disk || {};
+    info.replaceChildren(el("section", { class: "card", "aria-label": "About" }, el("dl", { class: "kv" },
+      el("dt", {}, "State"), el("dd", {}, el("span", { class: `state ${sb.state}`, id: "sb-state" }, sb.state)),
+      el("dt", {}, "Image"), el("dd", {}, sb.image),
+      el("dt", {}, "CPUs / memory"), el("dd", {}, `${sb.cpus || "any"} / ${sb.memory_bytes ? bytes(sb.memory_bytes) : "any"}`),
+      el("dt", {}, "Disk"), el("dd", {}, `${bytes(d.used)} used of ${sb.disk_bytes ? bytes(sb.disk_bytes) : "the pool"}; checkpoints ${bytes(d.checkpoints)} (${d.checkpoint_count || 0})`),
+      el("dt", {}, "Checkpoints"), el("dd", {}, `last ${ago(sb.last_checkpoint_at)}, off-site ${sb.offsite_off ? "off" : ago(sb.last_offsite_at)}, automatic every ${Math.round(sb.auto_checkpoint_seconds / 60)} min when the disk changed`),
+      el("dt", {}, "Current checkpoint"), el("dd", {}, sb.current_checkpoint || "—"),
+      sb.source_checkpoint && [el("dt", {}, "From"), el("dd", {}, sb.source_checkpoint)],
+      el("dt", {}, "Network"), el("dd", {}, sb.network ? sb.network.mode : "—"))));
+    const list = await get(`${path}/checkpoints${includeAuto.checked ? "?include_auto=true" : ""}`);
+    list.reverse(); // newest first
+    cks.replaceChildren(table("Checkpoints", [
+      ["Id", (c) => c.id + (c.current ? " (current)" : "")],
+      ["Comment", (c) => c.comment || c.label || c.name || ""],
+      ["Trigger", (c) => c.trigger],
+      ["Consistency", (c) => c.consistency],
+      ["Taken", (c) => el("time", { datetime: c.created_at, title: when(c.created_at) }, ago(c.created_at))],
+      ["Size", (c) => bytes(c.size_exclusive)],
+      ["Memory", (c) => c.has_memory ? "yes" : "no"],
+      ["Off-site", offsite],
+      ["Actions", (c) => actions(c)],
+    ], list, "No checkpoints yet."));
+    return sb;
+  }
+
+  function actions(c) {
+    const b = (text, label, fn, cls = "secondary small") => {
+      const btn = el("button", { type: "button", class: cls, "aria-label": `${label} ${c.id}` }, text);
+      btn.addEventListener("click", () => busy(btn, fn).catch(() => {}));
+      return btn;
+    };
+    return el("div", { class: "actions" },
+      b("Restore", "Restore in place to", () => restoreInPlace(c.id)),
+      b("Restore as new", "Restore as a new sandbox from", async () => {
+        const as = prompt(`Restore ${name}/${c.id} as a new sandbox named:`, "");
+        if (!as) return;
+        await act(root, `Restoring ${c.id} as ${as}`, "POST", `${path}/checkpoints/${enc(c.id)}/restore`, { as: as.trim() });
+        status(`${as} was made from ${name}/${c.id}.`, "ok");
+      }),
+      !c.current && b("Delete", "Delete checkpoint", async () => {
+        if (!confirm(`Delete checkpoint ${c.id} of ${name}? Its space is freed at once.`)) return;
+        await act(root, `Deleting ${c.id}`, "DELETE", `${path}/checkpoints/${enc(c.id)}`, undefined, refresh);
+      }, "danger small"));
+  }
+
+  async function restoreInPlace(id, isUndo) {
+    if (!isUndo && !confirm(`Restore ${name} to ${id} in place? A safety checkpoint of its current state is taken first, so you can undo this; running sessions (the terminal too) end.`)) return;
+    const started = Date.now();
+    await act(root, `Restoring ${name} to ${id}`, "POST", `${path}/checkpoints/${enc(id)}/restore`, {}, refresh);
+    if (isUndo) { undo.replaceChildren(); return; }
+    const all = await get(`${path}/checkpoints?include_auto=true`);
+    const safety = all.filter((c) => c.trigger === "restore" && new Date(c.created_at).getTime() >= started - 60000).pop();
+    if (!safety) { undo.replaceChildren(); return; }
+    const u = el("button", { type: "button", id: "undo" }, `Undo: restore ${safety.id}`);
+    u.addEventListener("click", () => busy(u, () => restoreInPlace(safety.id, true)).catch(() => {}));
+    undo.replaceChildren(el("div", { class: "card" }, el("p", { style: "margin-top:0" },
+      `${name} was restored to ${id}. Its state just before was saved as safety checkpoint ${safety.id}.`), u));
+  }
+
+  ckForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const req = {};
+    if (comment.value.trim()) req.comment = comment.value.trim();
+    if (memory.checked) req.memory = true;
+    await busy(ckBtn, async () => {
+      const ck = await act(root, `Checkpointing ${name}`, "POST", `${path}/checkpoint`, req, refresh);
+      comment.value = "";
+      if (ck && ck.id) status(`Checkpoint created: ${ck.id}`, "ok");
+    }).catch(() => {});
+  });
+  includeAuto.addEventListener("change", () => refresh().catch(() => {}));
+
+  const sb = await refresh();
+  const closeTerm = openTerminal(termBox, name, sb.state === "running");
+  const timer = setInterval(() => {
+    if (!document.querySelector("progress") && !cks.contains(document.activeElement)) refresh().catch(() => {});
+  }, 5000);
+  return () => { clearInterval(timer); closeTerm(); };
+}
