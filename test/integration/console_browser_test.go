@@ -215,4 +215,3 @@ func (b *browser) shot(name string) {
 func httpsClient() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 }
-
