@@ -13,11 +13,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -32,9 +30,6 @@ type browser struct {
 	t    *testing.T
 	ctx  context.Context
 	base string // https://127.0.0.1:PORT
-
-	mu     sync.Mutex
-	answer string // what the next prompt() is answered
 }
 
 // needChromium fails (CI=true) or skips the test when chromium is missing.
@@ -88,14 +83,13 @@ func newBrowser(t *testing.T, d *daemon, base string) *browser {
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 10*time.Minute)
+	ctx, cancelT := context.WithTimeout(ctx, 8*time.Minute)
 	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
 	b := &browser{t: t, ctx: ctx, base: base}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	// Page errors into the test's log; dialogs answered (confirm: yes;
-	// prompt: b.answer).
+	// The page's console and errors into the test's log.
 	msgs := chromedp.Console(ctx)
 	go func() {
 		for m, err := range msgs {
@@ -103,19 +97,6 @@ func newBrowser(t *testing.T, d *daemon, base string) *browser {
 				return
 			}
 			t.Logf("browser console: %s", m)
-		}
-	}()
-	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	go func() {
-		for ev, err := range dialogs {
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			ans := b.answer
-			b.mu.Unlock()
-			t.Logf("dialog %s %q: answered %q", ev.Type, ev.Message, ans)
-			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true, PromptText: ans})
 		}
 	}()
 	return b
@@ -133,7 +114,7 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // wait waits until the JavaScript expression is true.
 func (b *browser) wait(what, expr string, timeout time.Duration) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
 		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		b.shot("failure")
 		b.t.Fatalf("browser: waiting for %s (%s): %v\npage:\n%s", what, expr, err, text)
@@ -157,15 +138,24 @@ func (b *browser) open(hash, heading string) {
 	b.wait("the "+heading+" page", fmt.Sprintf(`(() => { const h = document.querySelector("main h1"); return h && h.textContent.startsWith(%q) && !document.querySelector("main > p.muted:only-child"); })()`, heading), 60*time.Second)
 }
 
-// click clicks the button whose accessible label (or text) is label,
-// answering the prompt it opens with answer.
-func (b *browser) click(label, answer string) {
+// click clicks the button whose accessible label (or text) is label.
+func (b *browser) click(label string) {
 	b.t.Helper()
-	b.mu.Lock()
-	b.answer = answer
-	b.mu.Unlock()
-	js := fmt.Sprintf(`(() => { const l = %q; const btn = [...document.querySelectorAll("button")].find((x) => x.getAttribute("aria-label") === l || x.textContent === l); if (!btn) return false; setTimeout(() => btn.click(), 0); return true; })()`, label)
+	js := fmt.Sprintf(`(() => { const l = %q; const btn = [...document.querySelectorAll("button")].find((x) => x.getAttribute("aria-label") === l || x.textContent === l); if (!btn || btn.disabled) return false; setTimeout(() => btn.click(), 0); return true; })()`, label)
 	b.wait("a button "+strconv.Quote(label), js, 30*time.Second)
+}
+
+// answer fills in the fields of the dialog that is open, with the
+// keyboard, and confirms it.
+func (b *browser) answer(values ...string) {
+	b.t.Helper()
+	b.wait("a dialog", `!!document.querySelector("dialog[open]")`, 30*time.Second)
+	for i, v := range values {
+		id := chromedp.ID(fmt.Sprintf("dialog-field-%d", i))
+		b.do("fill in the dialog", chromedp.Clear(id), chromedp.SendKeys(id, v))
+	}
+	b.do("confirm the dialog", chromedp.Click(chromedp.ID("dialog-ok")))
+	b.wait("the dialog closed", `!document.querySelector("dialog[open]")`, 30*time.Second)
 }
 
 // textShown waits until the page's text holds s.

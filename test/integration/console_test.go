@@ -164,7 +164,8 @@ func TestConsoleWorkflow(t *testing.T) {
 	ck := eval[string](b, `[...document.querySelectorAll("tr")].find((r) => r.innerText.includes("before the change")).querySelector("td").textContent`)
 	b.shot("snapshots")
 	label := eval[string](b, `[...document.querySelectorAll("tr")].find((r) => r.innerText.includes("before the change")).querySelector("button").getAttribute("aria-label")`)
-	b.click(label, "web-copy")
+	b.click(label)
+	b.answer("web-copy")
 	b.textShown("the restore's end", "web-copy was made from", 5*time.Minute)
 	b.open("#/sandboxes", "Sandboxes")
 	b.wait("web-copy listed", `!!document.querySelector('a[href="#/sandbox/web-copy"]')`, 30*time.Second)
@@ -176,7 +177,8 @@ func TestConsoleWorkflow(t *testing.T) {
 	}
 
 	// Fork ×2.
-	b.click("Fork web", "2")
+	b.click("Fork web")
+	b.answer("2")
 	b.wait("both forks listed", `!!document.querySelector('a[href="#/sandbox/web-fork-1"]') && !!document.querySelector('a[href="#/sandbox/web-fork-2"]')`, 5*time.Minute)
 
 	// The account page.
@@ -186,6 +188,7 @@ func TestConsoleWorkflow(t *testing.T) {
 
 	// Delete a fork from the page.
 	b.open("#/sandboxes", "Sandboxes")
-	b.click("Delete web-fork-2", "")
+	b.click("Delete web-fork-2")
+	b.answer()
 	b.wait("web-fork-2 gone", `!!document.querySelector('a[href="#/sandbox/web-fork-1"]') && !document.querySelector('a[href="#/sandbox/web-fork-2"]')`, 3*time.Minute)
 }

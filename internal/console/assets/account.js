@@ -1,7 +1,7 @@
 // The Account page: disk used against the limit (a bar), per-sandbox use,
 // off-site state, tokens (admin tokens manage them) and the audit log.
 import { get, call, enc } from "./api.js";
-import { el, bytes, ago, when, table, status, showError, busy, field } from "./ui.js";
+import { el, bytes, ago, when, table, status, showError, busy, field, ask } from "./ui.js";
 import { session } from "./app.js";
 
 export async function accountPage(root) {
@@ -73,7 +73,7 @@ export async function accountPage(root) {
         if (t.state !== "active") return "";
         const b = el("button", { type: "button", class: "danger small", "aria-label": `Revoke token ${t.name}` }, "Revoke");
         b.addEventListener("click", () => busy(b, async () => {
-          if (!confirm(`Revoke ${t.name}? It stops working at once (a console session opened with it too).`)) return;
+          if (!await ask({ title: `Revoke ${t.name}?`, text: "It stops working at once, and so do console sessions opened with it.", ok: "Revoke", danger: true })) return;
           await call("DELETE", `/v1/tokens/${enc(t.id)}`);
           status(`Token ${t.name} revoked.`, "ok");
           await showTokens();

@@ -1,7 +1,7 @@
 // A sandbox's page: what it is, its checkpoints (create, restore in place
 // with undo, restore as new, delete) and a terminal.
 import { get, enc } from "./api.js";
-import { el, bytes, ago, when, table, status, busy, field } from "./ui.js";
+import { el, bytes, ago, when, table, status, busy, field, ask } from "./ui.js";
 import { act } from "./sandboxes.js";
 import { openTerminal } from "./terminal.js";
 
@@ -70,19 +70,20 @@ export async function sandboxPage(root, name) {
     return el("div", { class: "actions" },
       b("Restore", "Restore in place to", () => restoreInPlace(c.id)),
       b("Restore as new", "Restore as a new sandbox from", async () => {
-        const as = prompt(`Restore ${name}/${c.id} as a new sandbox named:`, "");
-        if (!as) return;
-        await act(root, `Restoring ${c.id} as ${as}`, "POST", `${path}/checkpoints/${enc(c.id)}/restore`, { as: as.trim() });
-        status(`${as} was made from ${name}/${c.id}.`, "ok");
+        const a = await ask({ title: `Restore ${name}/${c.id} as a new sandbox`, text: `${name} is not touched.`,
+          fields: [{ name: "as", label: "New sandbox's name", required: true, pattern: "[a-z0-9][a-z0-9\\-]{0,62}" }], ok: "Restore" });
+        if (!a) return;
+        await act(root, `Restoring ${c.id} as ${a.as}`, "POST", `${path}/checkpoints/${enc(c.id)}/restore`, { as: a.as });
+        status(`${a.as} was made from ${name}/${c.id}.`, "ok");
       }),
       !c.current && b("Delete", "Delete checkpoint", async () => {
-        if (!confirm(`Delete checkpoint ${c.id} of ${name}? Its space is freed at once.`)) return;
+        if (!await ask({ title: `Delete checkpoint ${c.id} of ${name}?`, text: "Its space is freed at once, here and off-site.", ok: "Delete", danger: true })) return;
         await act(root, `Deleting ${c.id}`, "DELETE", `${path}/checkpoints/${enc(c.id)}`, undefined, refresh);
       }, "danger small"));
   }
 
   async function restoreInPlace(id, isUndo) {
-    if (!isUndo && !confirm(`Restore ${name} to ${id} in place? A safety checkpoint of its current state is taken first, so you can undo this; running sessions (the terminal too) end.`)) return;
+    if (!isUndo && !await ask({ title: `Restore ${name} to ${id} in place?`, text: "A safety checkpoint of its current state is taken first, so you can undo this. Running sessions (the terminal too) end; the sandbox comes back with its services.", ok: "Restore" })) return;
     const started = Date.now();
     await act(root, `Restoring ${name} to ${id}`, "POST", `${path}/checkpoints/${enc(id)}/restore`, {}, refresh);
     if (isUndo) { undo.replaceChildren(); return; }

@@ -1,7 +1,7 @@
 // The Sandboxes page: every sandbox of the account, create, start, stop,
 // restart, delete and fork.
 import { get, call, operation, enc } from "./api.js";
-import { el, bytes, ago, table, status, showError, progress, busy, field } from "./ui.js";
+import { el, bytes, ago, table, status, showError, progress, busy, field, ask } from "./ui.js";
 
 // act runs a long change with a progress bar in place, then refresh.
 export async function act(root, label, method, path, body, refresh) {
@@ -33,7 +33,7 @@ function portsCell(ports) {
 
 export async function sandboxesPage(root) {
   const body = el("div");
-  const name = el("input", { id: "new-name", name: "name", required: true, pattern: "[a-z0-9][a-z0-9-]{0,62}", autocomplete: "off", placeholder: "web" });
+  const name = el("input", { id: "new-name", name: "name", required: true, pattern: "[a-z0-9][a-z0-9\\-]{0,62}", autocomplete: "off", placeholder: "web" });
   const image = el("select", { id: "new-image", name: "image" });
   const cpus = el("input", { id: "new-cpus", type: "number", min: "0", step: "0.5", placeholder: "any" });
   const memory = el("input", { id: "new-memory", placeholder: "512M", size: "7" });
@@ -85,14 +85,18 @@ export async function sandboxesPage(root) {
         : b("Start", "Start", () => act(root, `Starting ${sb.name}`, "POST", `${path}/start`, undefined, refresh)),
       running && b("Restart", "Restart", () => act(root, `Restarting ${sb.name}`, "POST", `${path}/restart`, undefined, refresh)),
       b("Fork", "Fork", async () => {
-        const n = prompt(`Fork ${sb.name}: how many copies?`, "1");
-        if (!n) return;
-        const count = parseInt(n, 10);
+        const a = await ask({ title: `Fork ${sb.name}`, text: "Each copy is an independent sandbox made from a new checkpoint of this one, started.",
+          fields: [{ name: "count", label: "Copies", type: "number", value: "1", min: "1", required: true },
+            { name: "prefix", label: "Names", placeholder: `${sb.name}-fork (then -1, -2…)` }], ok: "Fork" });
+        if (!a) return;
+        const count = parseInt(a.count, 10);
         if (!(count > 0)) { status("A fork needs a count of at least 1.", "error"); return; }
-        await act(root, `Forking ${sb.name} ×${count}`, "POST", `${path}/fork`, { count }, refresh);
+        const req = { count };
+        if (a.prefix) req.name_prefix = a.prefix;
+        await act(root, `Forking ${sb.name} ×${count}`, "POST", `${path}/fork`, req, refresh);
       }),
       b("Delete", "Delete", async () => {
-        if (!confirm(`Delete ${sb.name}? A final checkpoint is taken first; its automatic checkpoints are kept 14 days and its snapshots until you delete them.`)) return;
+        if (!await ask({ title: `Delete ${sb.name}?`, text: "A final checkpoint is taken first: its automatic checkpoints are kept 14 days (restore them from Snapshots), its named snapshots until you delete them.", ok: "Delete", danger: true })) return;
         await act(root, `Deleting ${sb.name}`, "DELETE", path, undefined, refresh);
       }, "danger small"));
   }

@@ -2,7 +2,7 @@
 // account, as `cairn snapshot list` shows them; filter, sort, restore
 // into a name, delete.
 import { get, enc } from "./api.js";
-import { el, bytes, ago, when, table, status, busy, field } from "./ui.js";
+import { el, bytes, ago, when, table, status, busy, field, ask } from "./ui.js";
 import { act } from "./sandboxes.js";
 
 function offsite(ck) {
@@ -52,14 +52,15 @@ export async function snapshotsPage(root) {
     const label = c.name || `${c.sandbox}/${c.id}`;
     const restore = el("button", { type: "button", class: "secondary small", "aria-label": `Restore ${label} into a new sandbox` }, "Restore");
     restore.addEventListener("click", () => busy(restore, async () => {
-      const as = prompt(`Restore ${label} as a new sandbox named:`, "");
-      if (!as) return;
-      await act(root, `Restoring ${label} as ${as}`, "POST", `/v1/snapshots/${enc(c.global_id)}/restore`, { name: as.trim() }, refresh);
-      status(`${as.trim()} was made from ${label}.`, "ok");
+      const a = await ask({ title: `Restore ${label} into a new sandbox`, text: "A new, independent sandbox is made from it; its source is not touched.",
+        fields: [{ name: "name", label: "New sandbox's name", required: true, pattern: "[a-z0-9][a-z0-9\\-]{0,62}" }], ok: "Restore" });
+      if (!a) return;
+      await act(root, `Restoring ${label} as ${a.name}`, "POST", `/v1/snapshots/${enc(c.global_id)}/restore`, { name: a.name }, refresh);
+      status(`${a.name} was made from ${label}.`, "ok");
     }).catch(() => {}));
     const del = el("button", { type: "button", class: "danger small", "aria-label": `Delete ${label}` }, "Delete");
     del.addEventListener("click", () => busy(del, async () => {
-      if (!confirm(`Delete ${label}? Its space is freed at once, here and off-site.`)) return;
+      if (!await ask({ title: `Delete ${label}?`, text: "Its space is freed at once, here and off-site.", ok: "Delete", danger: true })) return;
       await act(root, `Deleting ${label}`, "DELETE", `/v1/snapshots/${enc(c.global_id)}`, undefined, refresh);
     }).catch(() => {}));
     return el("div", { class: "actions" }, restore, del);

@@ -90,3 +90,35 @@ export async function busy(button, fn) {
 export function field(label, input) {
   return el("label", {}, label, input);
 }
+
+// ask opens a modal dialog (keyboard: Tab between its controls, Enter
+// confirms, Escape cancels) with a text and fields [{name, label, value,
+// type, placeholder, required, pattern, min}]; it resolves with the
+// fields' values, or null when cancelled.
+export function ask({ title, text, fields = [], ok = "OK", danger = false }) {
+  return new Promise((resolve) => {
+    const inputs = fields.map((f, i) => el("input", {
+      id: `dialog-field-${i}`, name: f.name, type: f.type || "text", value: f.value, placeholder: f.placeholder,
+      required: f.required, pattern: f.pattern, min: f.min, autocomplete: "off",
+    }));
+    const okBtn = el("button", { type: "submit", id: "dialog-ok", class: danger ? "danger" : "" }, ok);
+    const cancel = el("button", { type: "button", id: "dialog-cancel", class: "secondary" }, "Cancel");
+    const form = el("form", { method: "dialog" },
+      el("h2", { id: "dialog-title" }, title),
+      text && el("p", { id: "dialog-text" }, text),
+      fields.map((f, i) => el("p", {}, field(f.label, inputs[i]))),
+      el("div", { class: "actions dialog-actions" }, cancel, okBtn));
+    const dlg = el("dialog", { "aria-labelledby": "dialog-title", "aria-describedby": text ? "dialog-text" : undefined }, form);
+    let answered = null;
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      answered = Object.fromEntries(fields.map((f, i) => [f.name, inputs[i].value.trim()]));
+      dlg.close();
+    });
+    cancel.addEventListener("click", () => dlg.close());
+    dlg.addEventListener("close", () => { dlg.remove(); resolve(answered); });
+    document.body.append(dlg);
+    dlg.showModal();
+    (inputs[0] || okBtn).focus();
+  });
+}
