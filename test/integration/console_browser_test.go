@@ -105,7 +105,11 @@ func newBrowser(t *testing.T, d *daemon, base string) *browser {
 // do runs steps, failing the test with what it was doing.
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, steps...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		b.t.Logf("page:\n%s", text)
 		b.shot("failure")
 		b.t.Fatalf("browser: %s: %v", what, err)
 	}

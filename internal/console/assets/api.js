@@ -51,6 +51,13 @@ export async function call(method, path, body) {
 
 export const get = (path) => call("GET", path);
 
+// getText reads a plain-text answer (a service's log).
+export async function getText(path) {
+  const res = await fetch(path, { headers: { "Accept": "text/plain" }, credentials: "same-origin" });
+  if (!res.ok) throw await failure(res);
+  return res.text();
+}
+
 // operation starts a long change and follows its NDJSON events: onEvent
 // sees each one (progress and info); it resolves with the complete
 // event's data and rejects with the error event's code and message.

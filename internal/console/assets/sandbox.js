@@ -1,7 +1,7 @@
 // A sandbox's page: what it is, its checkpoints (create, restore in place
 // with undo, restore as new, delete) and a terminal.
-import { get, enc } from "./api.js";
-import { el, bytes, ago, when, table, status, busy, field, ask } from "./ui.js";
+import { get, getText, enc } from "./api.js";
+import { el, bytes, ago, when, table, status, showError, busy, field, ask } from "./ui.js";
 import { act } from "./sandboxes.js";
 import { openTerminal } from "./terminal.js";
 
@@ -23,6 +23,15 @@ export async function sandboxPage(root, name) {
   const ckForm = el("form", { class: "inline", id: "ck-form", "aria-label": "Create a checkpoint" },
     field("Comment", comment), el("label", { class: "check", for: "ck-memory" }, memory, "with memory (running processes)"), ckBtn);
   const termBox = el("section", { class: "card", "aria-labelledby": "term-title" });
+  const ports = el("div");
+  const services = el("div");
+  const logBox = el("div", { "aria-live": "polite" });
+  const diffFrom = el("select", { id: "diff-from" });
+  const diffTo = el("select", { id: "diff-to" });
+  const diffBtn = el("button", { type: "submit", id: "diff-show" }, "Compare");
+  const diffOut = el("div", { id: "diff-out", "aria-live": "polite" });
+  const diffForm = el("form", { class: "inline", id: "diff-form", "aria-label": "Compare two states" },
+    field("From", diffFrom), field("To", diffTo), diffBtn);
 
   root.replaceChildren(
     el("p", {}, el("a", { href: "#/sandboxes" }, "← Sandboxes")),
@@ -31,7 +40,13 @@ export async function sandboxPage(root, name) {
     el("section", { class: "card", "aria-labelledby": "ck-title" },
       el("h2", { id: "ck-title", style: "margin-top:0" }, "Checkpoints"), ckForm,
       el("p", {}, el("label", { class: "check", for: "include-auto" }, includeAuto, "show automatic checkpoints")), cks),
-    termBox);
+    el("section", { class: "card", "aria-labelledby": "diff-title" },
+      el("h2", { id: "diff-title", style: "margin-top:0" }, "What changed"), diffForm, diffOut),
+    termBox,
+    el("section", { class: "card", "aria-labelledby": "svc-title" },
+      el("h2", { id: "svc-title", style: "margin-top:0" }, "Services"), services, logBox),
+    el("section", { class: "card", "aria-labelledby": "ports-title" },
+      el("h2", { id: "ports-title", style: "margin-top:0" }, "Published ports"), ports));
 
   async function refresh() {
     const sb = await get(path);
@@ -47,6 +62,7 @@ export async function sandboxPage(root, name) {
       el("dt", {}, "Network"), el("dd", {}, sb.network ? sb.network.mode : "—"))));
     const list = await get(`${path}/checkpoints${includeAuto.checked ? "?include_auto=true" : ""}`);
     list.reverse(); // newest first
+    fillDiffChoices(list);
     cks.replaceChildren(table("Checkpoints", [
       ["Id", (c) => c.id + (c.current ? " (current)" : "")],
       ["Comment", (c) => c.comment || c.label || c.name || ""],
@@ -58,8 +74,57 @@ export async function sandboxPage(root, name) {
       ["Off-site", offsite],
       ["Actions", (c) => actions(c)],
     ], list, "No checkpoints yet."));
+    refreshSides(sb).catch(() => {});
     return sb;
   }
+
+  // Ports and services (services only answer while it runs).
+  async function refreshSides(sb) {
+    const ps = await get(`${path}/ports`);
+    ports.replaceChildren(table("Published ports", [
+      ["Port", (p) => String(p.port)],
+      ["Access", (p) => p.public ? "public" : "private (the account's port token)"],
+      ["URL", (p) => el("a", { href: p.url, target: "_blank", rel: "noopener noreferrer" }, p.url)],
+      ["By path", (p) => el("a", { href: p.path_url, target: "_blank", rel: "noopener noreferrer" }, p.path_url)],
+    ], ps, "No ports published (cairn port publish NAME PORT)."));
+    if (sb.state !== "running") { services.replaceChildren(el("p", { class: "muted" }, "Services are shown while the sandbox runs.")); return; }
+    const svcs = await get(`${path}/services`);
+    services.replaceChildren(table("Services", [
+      ["Name", (s) => s.name], ["State", (s) => el("span", { class: `state ${s.state}` }, s.state)],
+      ["Restarts", (s) => String(s.restarts)], ["Since", (s) => ago(s.since)], ["Command", (s) => (s.cmd || []).join(" ")],
+      ["Log", (s) => {
+        const b = el("button", { type: "button", class: "secondary small", "aria-label": `Show the log of ${s.name}` }, "Log");
+        b.addEventListener("click", () => busy(b, async () => {
+          const text = await getText(`${path}/services/${enc(s.name)}/logs?tail_bytes=65536`);
+          logBox.replaceChildren(el("h3", {}, `Log of ${s.name}`), el("pre", { class: "log" }, text || "(empty)"));
+        }).catch(showError));
+        return b;
+      }],
+    ], svcs, "No services (definitions go in /etc/cairn/services/*.json)."));
+  }
+
+  function fillDiffChoices(list) {
+    const keep = [diffFrom.value, diffTo.value];
+    diffFrom.replaceChildren(...list.map((c) => el("option", { value: c.id }, c.id + (c.comment ? ` (${c.comment})` : ""))));
+    diffTo.replaceChildren(el("option", { value: "" }, "now (the current disk)"), ...list.map((c) => el("option", { value: c.id }, c.id)));
+    if (keep[0] && list.some((c) => c.id === keep[0])) diffFrom.value = keep[0];
+    if (keep[1] && list.some((c) => c.id === keep[1])) diffTo.value = keep[1];
+    diffBtn.disabled = !list.length;
+  }
+
+  diffForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    busy(diffBtn, async () => {
+      const q = new URLSearchParams({ from: diffFrom.value });
+      if (diffTo.value) q.set("to", diffTo.value);
+      const entries = await get(`${path}/diff?${q}`);
+      const title = `${diffFrom.value} → ${diffTo.value || "now"}`;
+      diffOut.replaceChildren(entries.length
+        ? el("ul", { class: "diff", "aria-label": `Changes ${title}` }, entries.map((d) => el("li", { class: d.kind },
+          `${d.kind === "added" ? "+" : d.kind === "removed" ? "-" : "~"} ${d.path}`, d.what && d.what.length ? `  (${d.what.join(", ")}${d.mode ? " " + d.mode : ""})` : "")))
+        : el("p", { class: "muted" }, `Nothing changed (${title}).`));
+    }).catch(showError);
+  });
 
   function actions(c) {
     const b = (text, label, fn, cls = "secondary small") => {

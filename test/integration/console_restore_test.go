@@ -1,0 +1,51 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Restore in place from a sandbox's page, then undo it from the page: the
+// file written between is back. On the way: the diff between the
+// checkpoint and now, and the terminal saying plainly that the restore
+// ended its session.
+func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
+	needChromium(t)
+	d, base, pin, aliceTok, _ := consoleDaemon(t)
+	alice := d.remoteUser(t, "CAIRN_HOST="+base, "CAIRN_TOKEN="+aliceTok.Token, pin)
+	alice.must("create", "app", "--image", "busybox", "--network", "none")
+	alice.must("exec", "app", "--", "sh", "-c", "echo one > /f")
+	b := newBrowser(t, d, base)
+	b.login(aliceTok.Token, "alice")
+
+	b.open("#/sandbox/app", "Sandbox app")
+	b.do("checkpoint", chromedp.SendKeys(chromedp.ID("ck-comment"), "one"), chromedp.Click(chromedp.ID("ck-create")))
+	b.wait("the checkpoint listed", `[...document.querySelectorAll("td")].some((td) => td.textContent === "one")`, 2*time.Minute)
+	id := eval[string](b, `[...document.querySelectorAll("tr")].find((r) => r.innerText.includes("one")).querySelector("td").textContent`)
+	alice.must("exec", "app", "--", "sh", "-c", "echo two > /f; echo new > /g")
+
+	// What changed since the checkpoint.
+	b.do("compare", chromedp.SetValue(chromedp.ID("diff-from"), id), chromedp.SetValue(chromedp.ID("diff-to"), ""), chromedp.Click(chromedp.ID("diff-show")))
+	b.wait("the diff", `(() => { const t = document.querySelector("#diff-out").innerText; return t.includes("~ /f") && t.includes("+ /g"); })()`, 30*time.Second)
+
+	// A terminal is open while the restore runs.
+	b.do("open the terminal", chromedp.Click(chromedp.ID("term-open")))
+	b.textShown("the terminal connected", "Connected: a shell in the sandbox.", 60*time.Second)
+
+	b.click("Restore in place to " + id)
+	b.answer()
+	b.wait("the undo offer", `!!document.querySelector("#undo")`, 3*time.Minute)
+	b.textShown("the terminal's end", "the sandbox was restored", 60*time.Second)
+	b.shot("sandbox-restored")
+	if got := alice.must("exec", "app", "--", "cat", "/f"); got != "one\n" {
+		t.Errorf("/f after the restore: %q", got)
+	}
+
+	b.do("undo", chromedp.Click(chromedp.ID("undo")))
+	b.wait("the undo done", `!document.querySelector("#undo") && document.body.innerText.includes("done.")`, 3*time.Minute)
+	if got := alice.must("exec", "app", "--", "cat", "/f", "/g"); got != "two\nnew\n" {
+		t.Errorf("/f and /g after the undo: %q", got)
+	}
+}
