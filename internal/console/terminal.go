@@ -112,7 +112,7 @@ func bridge(ctx context.Context, ws *websocket.Conn, apiHandler http.Handler, r 
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, er)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		return terminalMessage{Ended: "the terminal could not start"}, websocket.StatusInternalError
+		return terminalMessage{Ended: "The terminal could not start."}, websocket.StatusInternalError
 	}
 	// Page → sandbox.
 	var wmu sync.Mutex
@@ -147,9 +147,9 @@ func bridge(ctx context.Context, ws *websocket.Conn, apiHandler http.Handler, r 
 		t, p, err := api.ReadFrame(br)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed) {
-				return terminalMessage{Ended: "the terminal's session ended without an exit status: the sandbox was restored, rolled back or stopped"}, websocket.StatusNormalClosure
+				return terminalMessage{Ended: "The terminal's session ended without an exit status: the sandbox was restored, rolled back or stopped. Open a new shell."}, websocket.StatusNormalClosure
 			}
-			return terminalMessage{Ended: "the terminal's session broke: " + err.Error()}, websocket.StatusNormalClosure
+			return terminalMessage{Ended: "The terminal's session broke: " + err.Error()}, websocket.StatusNormalClosure
 		}
 		switch t {
 		case api.FrameStdout, api.FrameStderr:

@@ -37,7 +37,7 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 	b.click("Restore in place to " + id)
 	b.answer()
 	b.wait("the undo offer", `!!document.querySelector("#undo")`, 3*time.Minute)
-	b.textShown("the terminal's end", "the sandbox was restored", 60*time.Second)
+	b.textShown("the terminal's end", "the sandbox was restored, rolled back or stopped", 60*time.Second)
 	b.shot("sandbox-restored")
 	if got := alice.must("exec", "app", "--", "cat", "/f"); got != "one\n" {
 		t.Errorf("/f after the restore: %q", got)

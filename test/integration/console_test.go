@@ -31,7 +31,7 @@ func consoleDaemon(t *testing.T) (d *daemon, base, pin string, alice, bob api.Ne
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.mustCLI("account", "create", "alice")
+	d.mustCLI("account", "create", "alice", "--disk-limit", "1G")
 	d.mustCLI("account", "create", "bob")
 	return d, "https://" + listen, "CAIRN_TLS_FINGERPRINT=" + info.TLSFingerprint, d.token("alice", "console", "member"), d.token("bob", "console", "member")
 }
@@ -181,14 +181,36 @@ func TestConsoleWorkflow(t *testing.T) {
 	b.answer("2")
 	b.wait("both forks listed", `!!document.querySelector('a[href="#/sandbox/web-fork-1"]') && !!document.querySelector('a[href="#/sandbox/web-fork-2"]')`, 5*time.Minute)
 
-	// The account page.
+	// The account page; its disk figure moves with what the sandboxes
+	// hold.
 	b.open("#/account", "Account")
 	b.wait("the disk meter", `!!document.querySelector("#disk-meter")`, 30*time.Second)
 	b.shot("account")
+	used := func() int64 {
+		return int64(eval[float64](b, `Number(document.querySelector("#disk-meter").getAttribute("aria-valuenow"))`))
+	}
+	before := used()
+	alice.must("exec", "web", "--", "sh", "-c", "head -c 8388608 /dev/urandom > /root/big; sync")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b.do("reload", chromedp.Reload())
+		b.wait("the disk meter", `!!document.querySelector("#disk-meter")`, 30*time.Second)
+		if after := used(); after >= before+8<<20 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the account page's disk used: %d before an 8 MiB file, %d after; the API: %s; du: %s", before, after, alice.must("--json", "account"), alice.must("exec", "web", "--", "du", "-s", "/root"))
+		}
+		time.Sleep(2 * time.Second)
+	}
 
-	// Delete a fork from the page.
+	// Delete both forks from the page.
 	b.open("#/sandboxes", "Sandboxes")
-	b.click("Delete web-fork-2")
-	b.answer()
-	b.wait("web-fork-2 gone", `!!document.querySelector('a[href="#/sandbox/web-fork-1"]') && !document.querySelector('a[href="#/sandbox/web-fork-2"]')`, 3*time.Minute)
+	for _, n := range []string{"web-fork-1", "web-fork-2"} {
+		b.click("Delete " + n)
+		b.answer()
+		b.wait(n+" gone", `!document.querySelector('a[href="#/sandbox/`+n+`"]')`, 3*time.Minute)
+	}
+	if got := alice.must("list"); strings.Contains(got, "web-fork") {
+		t.Errorf("forks left after deleting them: %s", got)
+	}
 }

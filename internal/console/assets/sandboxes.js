@@ -7,6 +7,7 @@ import { el, bytes, ago, table, status, showError, progress, busy, field, ask } 
 export async function act(root, label, method, path, body, refresh) {
   const p = progress(label);
   root.prepend(p.box);
+  p.box.scrollIntoView({ block: "nearest" });
   try {
     const res = await operation(method, path, body, p.onEvent);
     status(`${label}: done.`, "ok");

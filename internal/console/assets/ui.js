@@ -60,6 +60,7 @@ export function status(msg, kind = "") {
   clearTimeout(statusTimer);
   if (!msg) return;
   box.append(el("div", { class: kind }, msg));
+  box.scrollIntoView({ block: "nearest" });
   if (kind === "ok") statusTimer = setTimeout(() => box.replaceChildren(), 6000);
 }
 
