@@ -162,6 +162,22 @@ func (b *browser) answer(values ...string) {
 	b.wait("the dialog closed", `!document.querySelector("dialog[open]")`, 30*time.Second)
 }
 
+// accessible checks the page's controls: every field has a label,
+// every button and link a name.
+func (b *browser) accessible(page string) {
+	b.t.Helper()
+	bad := eval[[]string](b, `[...document.querySelectorAll("input:not([type=hidden]), select, textarea:not(.xterm-helper-textarea), button, a")]
+		.filter((e) => e.offsetParent !== null)
+		.filter((e) => {
+			if (e.matches("input, select, textarea")) return !(e.labels && e.labels.length) && !e.getAttribute("aria-label");
+			return !(e.getAttribute("aria-label") || e.textContent.trim());
+		})
+		.map((e) => e.outerHTML.slice(0, 120))`)
+	if len(bad) > 0 {
+		b.t.Errorf("%s: controls without a label or name: %q", page, bad)
+	}
+}
+
 // textShown waits until the page's text holds s.
 func (b *browser) textShown(what, s string, timeout time.Duration) {
 	b.t.Helper()

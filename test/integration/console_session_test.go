@@ -146,4 +146,27 @@ func TestConsoleSessionsAndIsolation(t *testing.T) {
 	}
 	b.do("reload", chromedp.Navigate(base+"/#/sandboxes"))
 	b.wait("the login form after the revoke", `!!document.querySelector("#token")`, 30*time.Second)
+
+	// An admin makes and revokes tokens on the account page.
+	admin := d.token("default", "ops", "admin")
+	b.login(admin.Token, "default")
+	b.open("#/account", "Account")
+	b.do("make a token", chromedp.SendKeys(chromedp.ID("tok-name"), "ci"), chromedp.SendKeys(chromedp.ID("tok-account"), "alice"),
+		chromedp.SetValue(chromedp.ID("tok-role"), "read"), chromedp.Click(chromedp.ID("tok-create")))
+	b.wait("the new token's secret", `(document.querySelector("#tok-secret") || {textContent: ""}).textContent.startsWith("cairn_")`, 30*time.Second)
+	b.accessible("account (admin)")
+	b.shot("account-admin")
+	secret := eval[string](b, `document.querySelector("#tok-secret").textContent`)
+	ci := d.remoteUser(t, "CAIRN_HOST="+base, "CAIRN_TOKEN="+secret, pin)
+	var who api.Whoami
+	json.Unmarshal([]byte(ci.must("--json", "whoami")), &who)
+	if who.Account != "alice" || who.Role != "read" || who.TokenName != "ci" {
+		t.Errorf("the page's token: %+v", who)
+	}
+	b.click("Revoke token ci")
+	b.answer()
+	b.textShown("the revoke", "Token ci revoked.", 30*time.Second)
+	if code, _ := ci.errorCode("list"); code != api.CodeUnauthenticated {
+		t.Errorf("the token revoked on the page: %s", code)
+	}
 }

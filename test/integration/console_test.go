@@ -41,7 +41,8 @@ func (b *browser) login(token, account string) {
 	b.t.Helper()
 	b.do("open the console", chromedp.Navigate(b.base+"/"))
 	b.wait("the login form", `!!document.querySelector("#token")`, 30*time.Second)
-	b.do("log in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")))
+	// With the keyboard: the token, then Enter.
+	b.do("log in", chromedp.SendKeys(chromedp.ID("token"), token+"\r"))
 	b.wait("the account's name", `(document.querySelector("#who-account") || {}).textContent === "`+account+`"`, 30*time.Second)
 }
 
@@ -128,6 +129,7 @@ func TestConsoleWorkflow(t *testing.T) {
 
 	b.do("open the console", chromedp.Navigate(base+"/"))
 	b.wait("the login form", `!!document.querySelector("#token")`, 30*time.Second)
+	b.accessible("login")
 	b.shot("login")
 	b.login(aliceTok.Token, "alice")
 	if role := eval[string](b, `document.querySelector("#who-role").textContent`); role != "member" {
@@ -139,6 +141,7 @@ func TestConsoleWorkflow(t *testing.T) {
 	b.do("fill in the create form", chromedp.SendKeys(chromedp.ID("new-name"), "web"),
 		chromedp.SetValue(chromedp.ID("new-network"), "none"), chromedp.Click(chromedp.ID("create")))
 	b.wait("web listed as running", `[...document.querySelectorAll("tr")].some((r) => r.innerText.includes("web") && r.innerText.includes("running"))`, 5*time.Minute)
+	b.accessible("sandboxes")
 	b.shot("sandboxes")
 
 	// Its page: a shell in the terminal writes a file.
@@ -152,6 +155,7 @@ func TestConsoleWorkflow(t *testing.T) {
 	b.do("checkpoint", chromedp.SendKeys(chromedp.ID("ck-comment"), "before the change"), chromedp.Click(chromedp.ID("ck-create")))
 	b.wait("the checkpoint listed", `[...document.querySelectorAll("td")].some((td) => td.textContent === "before the change")`, 2*time.Minute)
 	b.textShown("the checkpoint's id", "Checkpoint created: v", 30*time.Second)
+	b.accessible("sandbox")
 	b.shot("sandbox")
 
 	// The file changes after the checkpoint.
@@ -162,6 +166,7 @@ func TestConsoleWorkflow(t *testing.T) {
 	b.open("#/snapshots", "Snapshots")
 	b.wait("the checkpoint listed", `[...document.querySelectorAll("td")].some((td) => td.textContent === "before the change")`, 30*time.Second)
 	ck := eval[string](b, `[...document.querySelectorAll("tr")].find((r) => r.innerText.includes("before the change")).querySelector("td").textContent`)
+	b.accessible("snapshots")
 	b.shot("snapshots")
 	label := eval[string](b, `[...document.querySelectorAll("tr")].find((r) => r.innerText.includes("before the change")).querySelector("button").getAttribute("aria-label")`)
 	b.click(label)
@@ -169,6 +174,12 @@ func TestConsoleWorkflow(t *testing.T) {
 	b.textShown("the restore's end", "web-copy was made from", 5*time.Minute)
 	b.open("#/sandboxes", "Sandboxes")
 	b.wait("web-copy listed", `!!document.querySelector('a[href="#/sandbox/web-copy"]')`, 30*time.Second)
+	// In the new sandbox's terminal the old file is back.
+	b.open("#/sandbox/web-copy", "Sandbox web-copy")
+	b.do("open the terminal", chromedp.Click(chromedp.ID("term-open")))
+	b.textShown("the terminal connected", "Connected: a shell in the sandbox.", 60*time.Second)
+	b.typeTerminal("cat /note")
+	b.wait("the old file in web-copy's terminal", `document.querySelector(".xterm-rows").innerText.includes("from-the-console")`, 30*time.Second)
 	if got := alice.must("exec", "web-copy", "--", "cat", "/note"); got != "from-the-console\n" {
 		t.Errorf("web-copy's /note: %q (restored from %s)", got, ck)
 	}
@@ -177,6 +188,7 @@ func TestConsoleWorkflow(t *testing.T) {
 	}
 
 	// Fork ×2.
+	b.open("#/sandboxes", "Sandboxes")
 	b.click("Fork web")
 	b.answer("2")
 	b.wait("both forks listed", `!!document.querySelector('a[href="#/sandbox/web-fork-1"]') && !!document.querySelector('a[href="#/sandbox/web-fork-2"]')`, 5*time.Minute)
@@ -185,6 +197,7 @@ func TestConsoleWorkflow(t *testing.T) {
 	// hold.
 	b.open("#/account", "Account")
 	b.wait("the disk meter", `!!document.querySelector("#disk-meter")`, 30*time.Second)
+	b.accessible("account")
 	b.shot("account")
 	used := func() int64 {
 		return int64(eval[float64](b, `Number(document.querySelector("#disk-meter").getAttribute("aria-valuenow"))`))

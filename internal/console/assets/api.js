@@ -35,6 +35,20 @@ function headers(method, extra) {
   return h;
 }
 
+// send is fetch, with a read tried again (twice, after a pause) when the
+// network failed under it (the browser saw its network change, say); a
+// change is never sent twice.
+async function send(path, init) {
+  for (let i = 0; ; i++) {
+    try {
+      return await fetch(path, init);
+    } catch (err) {
+      if (init.method !== "GET" || i >= 2) throw new APIError("X01", `the request did not reach cairnd: ${err.message}`, 0);
+      await new Promise((r) => setTimeout(r, 300 * (i + 1)));
+    }
+  }
+}
+
 // call makes one request and returns its JSON answer (null for 204).
 export async function call(method, path, body) {
   const init = { method, headers: headers(method), credentials: "same-origin" };
@@ -42,7 +56,7 @@ export async function call(method, path, body) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  const res = await fetch(path, init);
+  const res = await send(path, init);
   if (!res.ok) throw await failure(res);
   if (res.status === 204) return null;
   const text = await res.text();
@@ -53,7 +67,7 @@ export const get = (path) => call("GET", path);
 
 // getText reads a plain-text answer (a service's log).
 export async function getText(path) {
-  const res = await fetch(path, { headers: { "Accept": "text/plain" }, credentials: "same-origin" });
+  const res = await send(path, { method: "GET", headers: { "Accept": "text/plain" }, credentials: "same-origin" });
   if (!res.ok) throw await failure(res);
   return res.text();
 }
