@@ -151,11 +151,12 @@ func TestConsoleSessionsAndIsolation(t *testing.T) {
 	admin := d.token("default", "ops", "admin")
 	b.login(admin.Token, "default")
 	b.open("#/account", "Account")
+	b.wait("the token form", `!!document.querySelector("#tok-name")`, 30*time.Second)
+	b.accessible("account (admin)")
+	b.shot("account-admin")
 	b.do("make a token", chromedp.SendKeys(chromedp.ID("tok-name"), "ci"), chromedp.SendKeys(chromedp.ID("tok-account"), "alice"),
 		chromedp.SetValue(chromedp.ID("tok-role"), "read"), chromedp.Click(chromedp.ID("tok-create")))
 	b.wait("the new token's secret", `(document.querySelector("#tok-secret") || {textContent: ""}).textContent.startsWith("cairn_")`, 30*time.Second)
-	b.accessible("account (admin)")
-	b.shot("account-admin")
 	secret := eval[string](b, `document.querySelector("#tok-secret").textContent`)
 	ci := d.remoteUser(t, "CAIRN_HOST="+base, "CAIRN_TOKEN="+secret, pin)
 	var who api.Whoami

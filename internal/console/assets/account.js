@@ -4,6 +4,19 @@ import { get, call, enc } from "./api.js";
 import { el, bytes, ago, when, table, status, showError, busy, field, ask } from "./ui.js";
 import { session } from "./app.js";
 
+function diskText(acct, limit) {
+  return `${bytes(acct.disk_used)} used of ${acct.disk_limit ? bytes(acct.disk_limit) + " (the account's limit)" : limit ? bytes(limit) + " (the pool; no limit of its own)" : "no limit"}` +
+    ` · ${acct.sandboxes} sandboxes · ${acct.checkpoints} checkpoints`;
+}
+
+function setMeter(bar, acct, limit) {
+  const pct = limit ? Math.min(100, (acct.disk_used / limit) * 100) : 0;
+  bar.className = `bar${pct >= 90 ? " full" : ""}`;
+  bar.setAttribute("aria-valuenow", String(acct.disk_used));
+  bar.setAttribute("aria-valuetext", `${bytes(acct.disk_used)} of ${limit ? bytes(limit) : "no limit"}`);
+  bar.firstChild.style.width = `${pct.toFixed(1)}%`;
+}
+
 export async function accountPage(root) {
   const [acct, sandboxes, audit] = await Promise.all([get("/v1/account"), get("/v1/sandboxes"), get("/v1/audit?since=720h&limit=200")]);
   const infos = await Promise.all(sandboxes.map((sb) => get(`/v1/sandboxes/${enc(sb.name)}`).catch(() => sb)));
@@ -19,8 +32,7 @@ export async function accountPage(root) {
     el("h1", {}, "Account ", el("span", {}, acct.name)),
     el("section", { class: "card", "aria-labelledby": "disk-title" },
       el("h2", { id: "disk-title", style: "margin-top:0" }, "Disk"),
-      el("p", { id: "disk-text" }, `${bytes(acct.disk_used)} used of ${acct.disk_limit ? bytes(acct.disk_limit) + " (the account's limit)" : limit ? bytes(limit) + " (the pool; no limit of its own)" : "no limit"}`,
-        ` · ${acct.sandboxes} sandboxes · ${acct.checkpoints} checkpoints`),
+      el("p", { id: "disk-text" }, diskText(acct, limit)),
       bar,
       acct.pool && acct.pool.note && el("p", { class: "note" }, acct.pool.note),
       el("h2", {}, "By sandbox"),
@@ -83,4 +95,14 @@ export async function accountPage(root) {
     ], list, "No tokens."));
   }
   await showTokens();
+  // The disk figure follows without a reload.
+  const timer = setInterval(async () => {
+    try {
+      const a = await get("/v1/account");
+      const lim = a.disk_limit || (a.pool && a.pool.size) || 0;
+      document.getElementById("disk-text").textContent = diskText(a, lim);
+      setMeter(bar, a, lim);
+    } catch (_) { /* the next tick tries again */ }
+  }, 5000);
+  return () => clearInterval(timer);
 }
