@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -33,6 +35,24 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 	// A terminal is open while the restore runs.
 	b.do("open the terminal", chromedp.Click(chromedp.ID("term-open")))
 	b.textShown("the terminal connected", "Connected: a shell in the sandbox.", 60*time.Second)
+
+	// The terminal follows the window's size (resize frames).
+	cols := func() int {
+		b.typeTerminal("echo COLS=$(stty size | cut -d' ' -f2)")
+		b.wait("the terminal's size", `/COLS=\d+/.test(document.querySelector(".xterm-rows").innerText)`, 30*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		m := regexp.MustCompile(`COLS=(\d+)`).FindAllStringSubmatch(eval[string](b, `document.querySelector(".xterm-rows").innerText`), -1)
+		n, _ := strconv.Atoi(m[len(m)-1][1])
+		return n
+	}
+	wide := cols()
+	b.do("narrow the window", chromedp.EmulateViewport(640, 900), chromedp.Sleep(500*time.Millisecond))
+	b.typeTerminal("clear")
+	narrow := cols()
+	b.do("widen the window", chromedp.EmulateViewport(1280, 900))
+	if wide < 80 || narrow >= wide {
+		t.Errorf("terminal columns: %d at 1280 px, %d at 640 px", wide, narrow)
+	}
 
 	b.click("Restore in place to " + id)
 	b.answer()
