@@ -139,7 +139,7 @@ func eval[T any](b *browser, expr string) T {
 func (b *browser) open(hash, heading string) {
 	b.t.Helper()
 	b.do("open "+hash, chromedp.Navigate(b.base+"/"+hash))
-	b.wait("the "+heading+" page", fmt.Sprintf(`(() => { const h = document.querySelector("main h1"); return h && h.textContent.startsWith(%q) && !document.querySelector("main > p.muted:only-child"); })()`, heading), 60*time.Second)
+	b.wait("the "+heading+" page", fmt.Sprintf(`(() => { const h = document.querySelector("main h1"); return h && h.textContent.startsWith(%q) && document.querySelector("main").dataset.ready === %q; })()`, heading, hash), 60*time.Second)
 }
 
 // click clicks the button whose accessible label (or text) is label.

@@ -147,6 +147,20 @@ func TestConsoleSessionsAndIsolation(t *testing.T) {
 	b.do("reload", chromedp.Navigate(base+"/#/sandboxes"))
 	b.wait("the login form after the revoke", `!!document.querySelector("#token")`, 30*time.Second)
 
+	// A read token's session looks and does not offer changes.
+	viewer := d.token("alice", "viewer", "read")
+	b.login(viewer.Token, "alice")
+	b.open("#/sandboxes", "Sandboxes")
+	b.wait("alice's sandbox, read-only", `!!document.querySelector('a[href="#/sandbox/web"]') && document.body.innerText.includes("read-only")`, 30*time.Second)
+	if shown := eval[bool](b, `document.querySelector("#create").offsetParent !== null || [...document.querySelectorAll("button")].some((x) => x.offsetParent !== null && x.textContent === "Delete")`); shown {
+		t.Error("a read token's page offers create or delete")
+	}
+	if got := eval[string](b, `fetch("/v1/sandboxes/web/stop", {method: "POST", headers: {"Content-Type": "application/json", "X-Cairn-CSRF": "`+sessionCSRF(t, base, b.sessionCookie())+`"}, body: "{}"}).then(async (r) => r.status + " " + (await r.json()).error.code)`); got != "403 "+api.CodeForbidden {
+		t.Errorf("a read session's stop: %s", got)
+	}
+	b.do("log out", chromedp.Click(chromedp.ID("logout")))
+	b.wait("the login form", `!!document.querySelector("#token")`, 30*time.Second)
+
 	// An admin makes and revokes tokens on the account page.
 	admin := d.token("default", "ops", "admin")
 	b.login(admin.Token, "default")

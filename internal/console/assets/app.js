@@ -18,6 +18,7 @@ function setSession(s) {
   session.role = s.role;
   session.tokenName = s.token_name || "";
   setCSRF(s.csrf);
+  document.body.dataset.role = s.role; // a read token's pages hide what it cannot do
   const who = document.getElementById("who-name");
   who.replaceChildren(el("span", {}, "Account "), el("strong", { id: "who-account" }, s.account), " ",
     el("span", { class: "role", id: "who-role", title: "the token's role" }, s.role));
@@ -63,12 +64,14 @@ async function route() {
     else a.removeAttribute("aria-current");
   }
   const root = main();
+  delete root.dataset.ready; // set when the page has loaded (tests wait for it)
   root.replaceChildren(el("p", { class: "muted" }, "Loading…"));
   const pages = { sandboxes: sandboxesPage, sandbox: sandboxPage, snapshots: snapshotsPage, account: accountPage };
   const fn = pages[page] || sandboxesPage;
   try {
     const done = await fn(root, decodeURIComponent(rest.join("/")));
     if (typeof done === "function") cleanup = done;
+    root.dataset.ready = location.hash;
     root.focus({ preventScroll: true });
   } catch (err) {
     if (err instanceof APIError && err.code === "A01") return;

@@ -20,7 +20,7 @@ export async function sandboxPage(root, name) {
   const comment = el("input", { id: "ck-comment", name: "comment", placeholder: "before the upgrade", size: "28" });
   const memory = el("input", { type: "checkbox", id: "ck-memory" });
   const ckBtn = el("button", { type: "submit", id: "ck-create" }, "Create checkpoint");
-  const ckForm = el("form", { class: "inline", id: "ck-form", "aria-label": "Create a checkpoint" },
+  const ckForm = el("form", { class: "inline needs-member", id: "ck-form", "aria-label": "Create a checkpoint" },
     field("Comment", comment), el("label", { class: "check", for: "ck-memory" }, memory, "with memory (running processes)"), ckBtn);
   const termBox = el("section", { class: "card", "aria-labelledby": "term-title" });
   const ports = el("div");
@@ -132,7 +132,7 @@ export async function sandboxPage(root, name) {
       btn.addEventListener("click", () => busy(btn, fn).catch(() => {}));
       return btn;
     };
-    return el("div", { class: "actions" },
+    return el("div", { class: "actions needs-member" },
       b("Restore", "Restore in place to", () => restoreInPlace(c.id)),
       b("Restore as new", "Restore as a new sandbox from", async () => {
         const a = await ask({ title: `Restore ${name}/${c.id} as a new sandbox`, text: `${name} is not touched.`,

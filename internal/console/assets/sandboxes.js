@@ -45,7 +45,9 @@ export async function sandboxesPage(root) {
   const form = el("form", { class: "inline", id: "create-form", "aria-label": "Create a sandbox" },
     field("Name", name), field("Image", image), field("CPUs", cpus), field("Memory", memory), field("Disk size", disk),
     field("Checkpoint every", interval), field("Network", net), createBtn);
-  root.replaceChildren(el("h1", {}, "Sandboxes"), el("section", { class: "card", "aria-labelledby": "create-title" },
+  root.replaceChildren(el("h1", {}, "Sandboxes"),
+    el("p", { class: "read-only note" }, "This session's token is read-only: it can look, not change."),
+    el("section", { class: "card needs-member", "aria-labelledby": "create-title" },
     el("h2", { id: "create-title", style: "margin-top:0" }, "Create a sandbox"), form), body);
 
   get("/v1/images").then((imgs) => {
@@ -55,15 +57,19 @@ export async function sandboxesPage(root) {
 
   async function refresh() {
     const list = await get("/v1/sandboxes");
-    const ports = {};
-    await Promise.all(list.map((sb) => get(`/v1/sandboxes/${enc(sb.name)}/ports`).then((p) => { ports[sb.name] = p; }).catch(() => {})));
+    // The list has neither disk use nor ports: each sandbox's info does.
+    const ports = {}, disk = {};
+    await Promise.all(list.flatMap((sb) => [
+      get(`/v1/sandboxes/${enc(sb.name)}/ports`).then((p) => { ports[sb.name] = p; }).catch(() => {}),
+      get(`/v1/sandboxes/${enc(sb.name)}`).then((i) => { disk[sb.name] = i.disk; }).catch(() => {}),
+    ]));
     const cols = [
       ["Name", (sb) => el("a", { href: `#/sandbox/${enc(sb.name)}` }, sb.name)],
       ["State", (sb) => el("span", { class: `state ${sb.state}` }, sb.state)],
       ["Image", (sb) => sb.image],
       ["CPUs", (sb) => sb.cpus || "any"],
       ["Memory", (sb) => sb.memory_bytes ? bytes(sb.memory_bytes) : "any"],
-      ["Disk", (sb) => sb.disk_bytes ? bytes(sb.disk_bytes) : "pool"],
+      ["Disk used", (sb) => `${disk[sb.name] ? bytes(disk[sb.name].used) : "—"} of ${sb.disk_bytes ? bytes(sb.disk_bytes) : "the pool"}`],
       ["Last checkpoint", (sb) => ago(sb.last_checkpoint_at)],
       ["Off-site", (sb) => sb.offsite_off ? "off" : ago(sb.last_offsite_at)],
       ["Network", network],
@@ -81,7 +87,7 @@ export async function sandboxesPage(root) {
     };
     const path = `/v1/sandboxes/${enc(sb.name)}`;
     const running = sb.state === "running";
-    return el("div", { class: "actions" },
+    return el("div", { class: "actions needs-member" },
       running ? b("Stop", "Stop", () => act(root, `Stopping ${sb.name}`, "POST", `${path}/stop`, {}, refresh))
         : b("Start", "Start", () => act(root, `Starting ${sb.name}`, "POST", `${path}/start`, undefined, refresh)),
       running && b("Restart", "Restart", () => act(root, `Restarting ${sb.name}`, "POST", `${path}/restart`, undefined, refresh)),

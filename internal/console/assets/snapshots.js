@@ -63,7 +63,7 @@ export async function snapshotsPage(root) {
       if (!await ask({ title: `Delete ${label}?`, text: "Its space is freed at once, here and off-site.", ok: "Delete", danger: true })) return;
       await act(root, `Deleting ${label}`, "DELETE", `/v1/snapshots/${enc(c.global_id)}`, undefined, refresh);
     }).catch(() => {}));
-    return el("div", { class: "actions" }, restore, del);
+    return el("div", { class: "actions needs-member" }, restore, del);
   }
 
   filter.addEventListener("input", show);

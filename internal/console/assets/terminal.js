@@ -9,7 +9,7 @@ import { el, status } from "./ui.js";
 
 export function openTerminal(box, name, running) {
   const state = el("p", { class: "muted", id: "term-state", "aria-live": "polite" });
-  const btn = el("button", { type: "button", id: "term-open" }, "Open a shell");
+  const btn = el("button", { type: "button", id: "term-open", class: "needs-member" }, "Open a shell");
   const screen = el("div", { class: "terminal", id: "terminal", role: "region", "aria-label": `Terminal of ${name}` });
   screen.hidden = true;
   box.replaceChildren(el("h2", { id: "term-title", style: "margin-top:0" }, "Terminal"),
