@@ -130,6 +130,9 @@ func TestConsoleWorkflow(t *testing.T) {
 
 	b.do("open the console", chromedp.Navigate(base+"/"))
 	b.wait("the login form", `!!document.querySelector("#token")`, 30*time.Second)
+	if eval[bool](b, `document.querySelector("#nav").offsetParent !== null || document.querySelector("#logout").offsetParent !== null`) {
+		t.Error("the login page shows the navigation or Log out")
+	}
 	b.accessible("login")
 	b.shot("login")
 	b.login(aliceTok.Token, "alice")
