@@ -65,6 +65,7 @@ async function route() {
   }
   const root = main();
   delete root.dataset.ready; // set when the page has loaded (tests wait for it)
+  if (!document.querySelector("#status .error")) status("");
   root.replaceChildren(el("p", { class: "muted" }, "Loading…"));
   const pages = { sandboxes: sandboxesPage, sandbox: sandboxPage, snapshots: snapshotsPage, account: accountPage };
   const fn = pages[page] || sandboxesPage;
