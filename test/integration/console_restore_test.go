@@ -36,6 +36,13 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 	b.do("open the terminal", chromedp.Click(chromedp.ID("term-open")))
 	b.textShown("the terminal connected", "Connected: a shell in the sandbox.", 60*time.Second)
 
+	// The shell goes on across a memory checkpoint taken from the page
+	// (the agent's connection breaks and is re-attached).
+	b.do("checkpoint with memory", chromedp.SendKeys(chromedp.ID("ck-comment"), "with memory"), chromedp.Click(chromedp.ID("ck-memory")), chromedp.Click(chromedp.ID("ck-create")))
+	b.wait("the memory checkpoint listed", `[...document.querySelectorAll("tr")].some((r) => r.innerText.includes("with memory") && r.innerText.includes("yes"))`, 3*time.Minute)
+	b.typeTerminal("echo still-here")
+	b.wait("the shell after the memory checkpoint", `document.querySelector(".xterm-rows").innerText.includes("\nstill-here")`, 60*time.Second)
+
 	// The terminal follows the window's size (resize frames).
 	cols := func() int {
 		b.typeTerminal("echo COLS=$(stty size | cut -d' ' -f2)")
