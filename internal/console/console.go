@@ -44,11 +44,12 @@ type Authenticator interface {
 type Console struct {
 	authn    Authenticator
 	sessions *sessions
+	logins   *loginLimit
 }
 
 // New returns a console whose logins are checked by authn.
 func New(authn Authenticator, now func() time.Time) *Console {
-	return &Console{authn: authn, sessions: newSessions(now)}
+	return &Console{authn: authn, sessions: newSessions(now), logins: newLoginLimit(now)}
 }
 
 // SessionInfo answers GET and POST /console/session: who the session
@@ -160,6 +161,11 @@ func setCookie(w http.ResponseWriter, id string) {
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		refused(w, "a login from another origin")
+		return
+	}
+	if !c.logins.take(r.RemoteAddr) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, api.CodeRateLimited, "too many logins from this address: wait for Retry-After")
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {

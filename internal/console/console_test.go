@@ -205,3 +205,23 @@ func TestPagesServed(t *testing.T) {
 		}
 	}
 }
+
+func TestLoginsAreLimited(t *testing.T) {
+	f := newFixture(t)
+	refused := 0
+	for i := 0; i < loginBurst+5; i++ {
+		if w := f.do("POST", "/console/session", "", "", `{"token":"cairn_nope"}`); w.Code == http.StatusTooManyRequests {
+			if code(w) != api.CodeRateLimited || w.Header().Get("Retry-After") == "" {
+				t.Errorf("a limited login: %s %q", code(w), w.Header().Get("Retry-After"))
+			}
+			refused++
+		}
+	}
+	if refused != 5 {
+		t.Errorf("%d of %d logins at once refused, want 5", refused, loginBurst+5)
+	}
+	f.now = f.now.Add(2 * time.Second)
+	if w := f.do("POST", "/console/session", "", "", `{"token":"cairn_a"}`); w.Code != 200 {
+		t.Errorf("a login after the pause: %d", w.Code)
+	}
+}
