@@ -75,4 +75,8 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 	if got := alice.must("exec", "app", "--", "cat", "/f", "/g"); got != "two\nnew\n" {
 		t.Errorf("/f and /g after the undo: %q", got)
 	}
+
+	// A change made elsewhere shows without a reload.
+	alice.must("stop", "app")
+	b.wait("the page to show app stopped", `(document.querySelector("#sb-state") || {}).textContent === "stopped"`, 30*time.Second)
 }

@@ -111,4 +111,26 @@ export async function operation(method, path, body, onEvent) {
   }
 }
 
+// follow reads an NDJSON stream (a sandbox's events with follow=true)
+// until signal aborts it, calling onEvent for each line; it resolves when
+// the stream ends.
+export async function follow(path, signal, onEvent) {
+  const res = await fetch(path, { headers: { "Accept": "application/x-ndjson" }, credentials: "same-origin", signal });
+  if (!res.ok) throw await failure(res);
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (line) onEvent(JSON.parse(line));
+    }
+  }
+}
+
 export const enc = encodeURIComponent;

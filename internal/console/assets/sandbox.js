@@ -1,6 +1,6 @@
 // A sandbox's page: what it is, its checkpoints (create, restore in place
 // with undo, restore as new, delete) and a terminal.
-import { get, getText, enc } from "./api.js";
+import { get, getText, follow, enc } from "./api.js";
 import { el, bytes, ago, when, table, status, showError, busy, field, ask } from "./ui.js";
 import { act } from "./sandboxes.js";
 import { openTerminal } from "./terminal.js";
@@ -179,5 +179,13 @@ export async function sandboxPage(root, name) {
   const timer = setInterval(() => {
     if (!document.querySelector("progress") && !cks.contains(document.activeElement)) refresh().catch(() => {});
   }, 5000);
-  return () => { clearInterval(timer); closeTerm(); };
+  // Its state changes, checkpoints and crashes as they happen: each
+  // refreshes the page (at most every half second).
+  const ctl = new AbortController();
+  let pending = null;
+  follow(`${path}/events?follow=true`, ctl.signal, () => {
+    if (pending) return;
+    pending = setTimeout(() => { pending = null; if (!document.querySelector("progress")) refresh().catch(() => {}); }, 500);
+  }).catch(() => {});
+  return () => { clearInterval(timer); ctl.abort(); clearTimeout(pending); closeTerm(); };
 }
