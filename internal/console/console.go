@@ -67,8 +67,8 @@ type loginRequest struct {
 }
 
 // Handler serves the pages at / and /console/…, the session at
-// /console/session and the terminal at /console/terminal/{name}; api is
-// the API as Wrap serves it (the terminal goes through it).
+// /console/session and the terminal at /console/terminal/{name};
+// apiHandler is the API as Wrap serves it (the terminal goes through it).
 func (c *Console) Handler(apiHandler http.Handler) http.Handler {
 	static, _ := fs.Sub(assets, "assets")
 	files := http.StripPrefix("/console/", http.FileServerFS(static))
@@ -76,7 +76,13 @@ func (c *Console) Handler(apiHandler http.Handler) http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "index.html")
 	})
-	mux.Handle("GET /console/", files)
+	mux.HandleFunc("GET /console/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no directory listings
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("POST /console/session", c.login)
 	mux.HandleFunc("GET /console/session", c.current)
 	mux.HandleFunc("DELETE /console/session", c.logout)

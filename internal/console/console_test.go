@@ -225,3 +225,12 @@ func TestLoginsAreLimited(t *testing.T) {
 		t.Errorf("a login after the pause: %d", w.Code)
 	}
 }
+
+func TestNoDirectoryListings(t *testing.T) {
+	f := newFixture(t)
+	for _, p := range []string{"/console/", "/console/vendor/"} {
+		if w := f.do("GET", p, "", "", ""); w.Code != http.StatusNotFound {
+			t.Errorf("GET %s: %d", p, w.Code)
+		}
+	}
+}
