@@ -44,17 +44,29 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 	b.wait("the shell after the memory checkpoint", `document.querySelector(".xterm-rows").innerText.includes("\nstill-here")`, 60*time.Second)
 
 	// The terminal follows the window's size (resize frames).
+	seen := 0 // COLS= lines already read
 	cols := func() int {
-		b.typeTerminal("echo COLS=$(stty size | cut -d' ' -f2)")
-		b.wait("the terminal's size", `/COLS=\d+/.test(document.querySelector(".xterm-rows").innerText)`, 30*time.Second)
-		time.Sleep(300 * time.Millisecond)
-		m := regexp.MustCompile(`COLS=(\d+)`).FindAllStringSubmatch(eval[string](b, `document.querySelector(".xterm-rows").innerText`), -1)
-		n, _ := strconv.Atoi(m[len(m)-1][1])
-		return n
+		re := regexp.MustCompile(`COLS=(\d+)`)
+		for try := 0; try < 3; try++ {
+			// Typed input can be lost while the terminal re-fits itself:
+			// the line is typed again then.
+			b.typeTerminal("echo COLS=$(stty size | cut -d' ' -f2)")
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				m := re.FindAllStringSubmatch(eval[string](b, `document.querySelector(".xterm-rows").innerText`), -1)
+				if len(m) > seen {
+					seen = len(m)
+					n, _ := strconv.Atoi(m[len(m)-1][1])
+					return n
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		t.Fatal("the terminal never answered its size")
+		return 0
 	}
 	wide := cols()
 	b.do("narrow the window", chromedp.EmulateViewport(640, 900), chromedp.Sleep(500*time.Millisecond))
-	b.typeTerminal("clear")
 	narrow := cols()
 	b.do("widen the window", chromedp.EmulateViewport(1280, 900))
 	if wide < 80 || narrow >= wide {
