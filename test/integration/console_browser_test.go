@@ -135,10 +135,31 @@ func eval[T any](b *browser, expr string) T {
 	return v
 }
 
+// navigate loads url and waits for the console's modules to start. A
+// load whose requests Chromium dropped because the host's network
+// changed (ERR_NETWORK_CHANGED: other tests' sandboxes add and remove
+// links all the time) is tried again.
+func (b *browser) navigate(url string) {
+	b.t.Helper()
+	for try := 0; ; try++ {
+		b.do("open "+url, chromedp.Navigate(url))
+		_, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](`document.body.dataset.started === "1"`,
+			chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		if try == 2 {
+			b.t.Fatalf("the console did not start at %s: %v", url, err)
+		}
+		b.t.Logf("the console did not start at %s (%v): loading it again", url, err)
+		b.do("leave", chromedp.Navigate("about:blank"))
+	}
+}
+
 // open goes to a page of the console and waits for its heading.
 func (b *browser) open(hash, heading string) {
 	b.t.Helper()
-	b.do("open "+hash, chromedp.Navigate(b.base+"/"+hash))
+	b.navigate(b.base + "/" + hash)
 	b.wait("the "+heading+" page", fmt.Sprintf(`(() => { const h = document.querySelector("main h1"); return h && h.textContent.startsWith(%q) && document.querySelector("main").dataset.ready === %q; })()`, heading, hash), 60*time.Second)
 }
 

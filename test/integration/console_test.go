@@ -40,7 +40,7 @@ func consoleDaemon(t *testing.T) (d *daemon, base, pin string, alice, bob api.Ne
 // login logs the browser in with token and waits for the account's name.
 func (b *browser) login(token, account string) {
 	b.t.Helper()
-	b.do("open the console", chromedp.Navigate(b.base+"/"))
+	b.navigate(b.base + "/")
 	b.wait("the login form", `!!document.querySelector("#token")`, 30*time.Second)
 	// With the keyboard: the token, then Enter.
 	b.do("log in", chromedp.SendKeys(chromedp.ID("token"), token+"\r"))
@@ -128,7 +128,7 @@ func TestConsoleWorkflow(t *testing.T) {
 	alice := d.remoteUser(t, "CAIRN_HOST="+base, "CAIRN_TOKEN="+aliceTok.Token, pin)
 	b := newBrowser(t, d, base)
 
-	b.do("open the console", chromedp.Navigate(base+"/"))
+	b.navigate(base + "/")
 	b.wait("the login form", `!!document.querySelector("#token")`, 30*time.Second)
 	if eval[bool](b, `document.querySelector("#nav").offsetParent !== null || document.querySelector("#logout").offsetParent !== null`) {
 		t.Error("the login page shows the navigation or Log out")

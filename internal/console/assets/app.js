@@ -82,6 +82,7 @@ async function route() {
 }
 
 async function start() {
+  document.body.dataset.started = "1"; // the modules loaded (tests wait for it)
   document.getElementById("logout").addEventListener("click", async () => {
     try { await call("DELETE", "/console/session"); } catch (err) { if (err.code !== "A01") { showError(err); return; } }
     loggedOut("");
