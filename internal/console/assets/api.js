@@ -74,20 +74,43 @@ export async function getText(path) {
 
 // operation starts a long change and follows its NDJSON events: onEvent
 // sees each one (progress and info); it resolves with the complete
-// event's data and rejects with the error event's code and message.
+// event's data and rejects with the error event's code and message. If
+// the stream breaks once the operation has started (the browser's
+// network changed, say), it follows the operation again by its id
+// (GET /v1/operations/ID/events), never starting it twice.
 export async function operation(method, path, body, onEvent) {
   const init = { method, headers: headers(method, { "Accept": "application/x-ndjson" }), credentials: "same-origin" };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  const res = await fetch(path, init);
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new APIError("X01", `the request did not reach cairnd (${err.message}); look at the page again before you retry`, 0);
+  }
   if (!res.ok) throw await failure(res);
   const type = res.headers.get("Content-Type") || "";
   if (!type.includes("ndjson")) {
     const text = await res.text();
     return text ? JSON.parse(text) : null;
   }
+  const id = res.headers.get("Cairn-Operation");
+  for (let tries = 0; ; tries++) {
+    try {
+      return await readEvents(res, onEvent);
+    } catch (err) {
+      if (err instanceof APIError || !id || tries >= 3) throw err instanceof APIError ? err : new APIError("X01", `lost the operation's progress: ${err.message}`, 0);
+      await new Promise((r) => setTimeout(r, 300 * (tries + 1)));
+      res = await send(`/v1/operations/${encodeURIComponent(id)}/events`, { method: "GET", headers: { "Accept": "application/x-ndjson" }, credentials: "same-origin" });
+      if (!res.ok) throw await failure(res);
+    }
+  }
+}
+
+// readEvents reads an operation's NDJSON events to its end.
+async function readEvents(res, onEvent) {
   const reader = res.body.getReader();
   const dec = new TextDecoder();
   let buf = "";
@@ -107,7 +130,7 @@ export async function operation(method, path, body, onEvent) {
       }
       if (onEvent) onEvent(ev);
     }
-    if (done) throw new APIError("X01", "the operation's stream ended before it finished", 0);
+    if (done) throw new Error("the stream ended before the operation did");
   }
 }
 
