@@ -88,6 +88,10 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 		t.Errorf("/f and /g after the undo: %q", got)
 	}
 
+	// A published port shows with its URL.
+	alice.must("port", "publish", "app", "8080")
+	b.wait("the published port's URL", `[...document.querySelectorAll("a")].some((a) => a.textContent.startsWith("http") && a.textContent.includes("8080"))`, 30*time.Second)
+
 	// A change made elsewhere shows without a reload.
 	alice.must("stop", "app")
 	b.wait("the page to show app stopped", `(document.querySelector("#sb-state") || {}).textContent === "stopped"`, 30*time.Second)
