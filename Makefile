@@ -4,7 +4,11 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/cairn-sandbox/cairn/internal/daemon.Version=$(VERSION) -X github.com/cairn-sandbox/cairn/internal/cli.Version=$(VERSION)
 export PATH := $(PATH):/usr/local/go/bin:/usr/local/bin
 
-.PHONY: build deps test-deps run test crash-trials fault-trials load-trial fuzz lint bench install uninstall clean
+# CAIRN_LISTEN is where `make run` serves the API over HTTPS and the web
+# console (https://127.0.0.1:7443/; log in with a token from `cairn token create`).
+CAIRN_LISTEN ?= 127.0.0.1:7443
+
+.PHONY: console-assets build deps test-deps run test crash-trials fault-trials load-trial fuzz lint bench install uninstall clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/cairn ./cmd/cairnd ./cmd/cairn-init ./cmd/cairn-env
@@ -19,7 +23,20 @@ test-deps:
 # (/var/lib/cairn, /run/cairn/cairn.sock). Then, in another shell:
 #   bin/cairn create demo && bin/cairn exec demo -- uname -a
 run: deps build
-	bin/cairnd
+	bin/cairnd --listen $(CAIRN_LISTEN)
+
+# The web console's vendored JavaScript (xterm.js): installed from the npm
+# registry at the versions pinned in web/package-lock.json and copied,
+# with their licenses, into the embedded assets (committed, so that
+# `make build` needs no npm). Run after changing web/package.json.
+CONSOLE_VENDOR := internal/console/assets/vendor
+console-assets:
+	cd web && npm ci --no-audit --no-fund --ignore-scripts
+	mkdir -p $(CONSOLE_VENDOR)
+	cp web/node_modules/@xterm/xterm/lib/xterm.mjs web/node_modules/@xterm/xterm/css/xterm.css $(CONSOLE_VENDOR)/
+	cp web/node_modules/@xterm/xterm/LICENSE $(CONSOLE_VENDOR)/LICENSE.xterm
+	cp web/node_modules/@xterm/addon-fit/lib/addon-fit.mjs $(CONSOLE_VENDOR)/
+	cp web/node_modules/@xterm/addon-fit/LICENSE $(CONSOLE_VENDOR)/LICENSE.addon-fit
 
 # Every test, with real runsc and btrfs (as root), then the linters.
 test: test-deps build lint

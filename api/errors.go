@@ -30,6 +30,7 @@ const (
 	CodeNoToken         = "A06" // no token with that id
 	CodeTokenNameTaken  = "A07" // the account has a token with that name already
 	CodeAccountExists   = "A08" // an account with that name exists already
+	CodeCSRF            = "A09" // a change sent with a console session cookie but without its CSRF token (X-Cairn-CSRF)
 
 	CodeNoSandbox        = "S01" // no sandbox with that name in the account
 	CodeNameTaken        = "S02" // a sandbox with that name already exists

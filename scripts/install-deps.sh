@@ -50,6 +50,7 @@ if [ "${1:-}" = "--test" ]; then
 	command -v nsenter >/dev/null || test_need+=(util-linux)
 	command -v ip >/dev/null || test_need+=(iproute2)
 	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || test_need+=(postgresql)
+	command -v chromium >/dev/null || test_need+=(chromium) # the console tests drive it (chromedp)
 	if [ ${#test_need[@]} -gt 0 ]; then
 		echo "install-deps: installing ${test_need[*]}"
 		apt-get update -qq

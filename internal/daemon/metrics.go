@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/auth"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 
 	"github.com/cairn-sandbox/cairn/internal/catalog"
+	"github.com/cairn-sandbox/cairn/internal/console"
 	"github.com/cairn-sandbox/cairn/internal/metrics"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
@@ -47,11 +49,19 @@ func socketHandler(api, metrics http.Handler) http.Handler {
 	return mux
 }
 
-// remoteHandler serves the API to tokens on the TCP listener, and
-// MetricsPath to admin tokens alone.
+// remoteHandler serves the API to tokens (and to the web console's
+// sessions) on the TCP listener, MetricsPath to admin tokens alone, and
+// the console's pages at / and /console/.
 func remoteHandler(srv *server.Server, authn server.Authenticator, metrics http.Handler) http.Handler {
+	con := console.New(authn, time.Now)
+	apiHandler := con.Wrap(srv.RemoteHandler(authn, nil))
+	pages := con.Handler(apiHandler)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+MetricsPath, srv.RemoteHandler(adminGate{authn}, metrics))
+	mux.Handle("/v1", apiHandler)
+	mux.Handle("/v1/", apiHandler)
+	mux.Handle("GET /{$}", pages)
+	mux.Handle("/console/", pages)
 	mux.Handle("/", srv.RemoteHandler(authn, nil))
 	return mux
 }

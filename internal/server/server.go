@@ -136,7 +136,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case api.CodeUnauthenticated:
 		return http.StatusUnauthorized
-	case api.CodeForbidden:
+	case api.CodeForbidden, api.CodeCSRF:
 		return http.StatusForbidden
 	case api.CodeRateLimited:
 		return http.StatusTooManyRequests
