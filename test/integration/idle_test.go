@@ -54,3 +54,23 @@ func TestSandboxSleepsWhenIdle(t *testing.T) {
 		t.Fatalf("start of a sleeping sandbox: %s", st)
 	}
 }
+
+// An HTTP request to a published port of a sleeping sandbox wakes it and
+// is answered by the server that was running in it.
+func TestSleepingSandboxWokenByItsPort(t *testing.T) {
+	d := startDaemon(t)
+	d.create("site", "--idle", "3s")
+	d.webServer("site")
+	p := d.publish("site")
+	tok := d.portToken()
+	d.waitState("site", api.StateSleeping, 30*time.Second)
+	start := time.Now()
+	code, body := viaProxy(t, p.URL, tok)
+	if code != 200 || !strings.Contains(body, "page of site") {
+		t.Fatalf("GET %s of the sleeping sandbox: %d %q", p.URL, code, body)
+	}
+	t.Logf("the request woke the sandbox and was answered in %v", time.Since(start))
+	if st := d.info("site").State; st != api.StateRunning {
+		t.Fatalf("after the request: %s, want running", st)
+	}
+}
