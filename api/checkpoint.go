@@ -281,3 +281,20 @@ type ImportSkipped struct {
 	Manifest string `json:"manifest"`
 	Reason   string `json:"reason"`
 }
+
+// FileDiff is how one file differs between two states of a sandbox's disk
+// (GET /v1/sandboxes/{name}/diff/file).
+type FileDiff struct {
+	Path string `json:"path"`
+	// Unified is the text diff (`diff -u` form), "" when the contents are
+	// the same; absent when Binary or TooLarge.
+	Unified string `json:"unified,omitempty"`
+	// Binary: one side is not text (a NUL byte, not UTF-8) or not a
+	// regular file; TooLarge: a side is over MaxTextDiff bytes, or the
+	// change too spread to compare.
+	Binary   bool `json:"binary,omitempty"`
+	TooLarge bool `json:"too_large,omitempty"`
+}
+
+// MaxTextDiff bounds each side of a FileDiff.
+const MaxTextDiff = 1 << 20

@@ -129,6 +129,17 @@ func (c *Client) Diff(ctx context.Context, name, from, to string) ([]api.DiffEnt
 	return out, c.do(ctx, "GET", sandboxPath(name)+"/diff?"+q.Encode(), nil, &out)
 }
 
+// DiffFile returns the text diff of the file at path between checkpoint
+// from and checkpoint to ("" for the current disk) of sandbox name.
+func (c *Client) DiffFile(ctx context.Context, name, from, to, path string) (api.FileDiff, error) {
+	q := url.Values{"from": {from}, "path": {path}}
+	if to != "" {
+		q.Set("to", to)
+	}
+	var out api.FileDiff
+	return out, c.do(ctx, "GET", sandboxPath(name)+"/diff/file?"+q.Encode(), nil, &out)
+}
+
 // CreateSnapshot takes a named checkpoint of sandbox name (req.Name, or
 // the default NAME-YYYYMMDD-HHMMSS); the result is the api.Checkpoint.
 func (c *Client) CreateSnapshot(ctx context.Context, name string, req api.CreateCheckpointRequest) (api.Operation, error) {

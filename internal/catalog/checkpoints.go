@@ -253,45 +253,11 @@ func (c *Catalog) deleteCheckpointIf(ctx context.Context, ck metadata.Checkpoint
 // Diff lists what differs between checkpoint from and checkpoint to of the
 // sandbox called name, or its current disk when to is "".
 func (c *Catalog) Diff(ctx context.Context, account, name, from, to string) ([]api.DiffEntry, error) {
-	_, sb, err := c.lookup(ctx, account, name)
+	fromPath, toPath, done, err := c.diffTrees(ctx, account, name, from, to)
 	if err != nil {
 		return nil, err
 	}
-	if from == "" {
-		return nil, errdefs.New(api.CodeInvalidArgument, "diff needs a checkpoint to compare from")
-	}
-	a, err := c.findCheckpoint(ctx, sb, from)
-	if err != nil {
-		return nil, err
-	}
-	if to == "" {
-		// The root stays in place meanwhile: a restore waits. Taken
-		// before the checkpoint's lease, in the order everything else
-		// takes them.
-		l, err := c.queue(ctx, sb, lease.PurposeDiff)
-		if err != nil {
-			return nil, err
-		}
-		defer c.release(l)
-	}
-	ha, err := c.cfg.Disks.Open(ctx, a, disks.PurposeDiff)
-	if err != nil {
-		return nil, localGone(err, "diff from %s", a.Seq)
-	}
-	defer ha.Release()
-	fromPath, toPath := ha.Disk, c.cfg.Pool.SandboxPath(sb.ID)
-	if to != "" {
-		b, err := c.findCheckpoint(ctx, sb, to)
-		if err != nil {
-			return nil, err
-		}
-		hb, err := c.cfg.Disks.Open(ctx, b, disks.PurposeDiff)
-		if err != nil {
-			return nil, localGone(err, "diff to %s", b.Seq)
-		}
-		defer hb.Release()
-		toPath = hb.Disk
-	}
+	defer done()
 	changes, err := checkpoint.Diff(ctx, fromPath, toPath)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
@@ -305,6 +271,63 @@ func (c *Catalog) Diff(ctx context.Context, account, name, from, to string) ([]a
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// diffTrees holds the two trees a diff compares, checkpoint from and
+// checkpoint to ("": the current disk) of the sandbox called name, until
+// done is called.
+func (c *Catalog) diffTrees(ctx context.Context, account, name, from, to string) (fromPath, toPath string, done func(), err error) {
+	_, sb, err := c.lookup(ctx, account, name)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if from == "" {
+		return "", "", nil, errdefs.New(api.CodeInvalidArgument, "diff needs a checkpoint to compare from")
+	}
+	a, err := c.findCheckpoint(ctx, sb, from)
+	if err != nil {
+		return "", "", nil, err
+	}
+	var releases []func()
+	done = func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	if to == "" {
+		// The root stays in place meanwhile: a restore waits. Taken
+		// before the checkpoint's lease, in the order everything else
+		// takes them.
+		l, err := c.queue(ctx, sb, lease.PurposeDiff)
+		if err != nil {
+			return "", "", nil, err
+		}
+		releases = append(releases, func() { c.release(l) })
+	}
+	ha, err := c.cfg.Disks.Open(ctx, a, disks.PurposeDiff)
+	if err != nil {
+		return "", "", nil, localGone(err, "diff from %s", a.Seq)
+	}
+	releases = append(releases, ha.Release)
+	fromPath, toPath = ha.Disk, c.cfg.Pool.SandboxPath(sb.ID)
+	if to != "" {
+		b, err := c.findCheckpoint(ctx, sb, to)
+		if err != nil {
+			return "", "", nil, err
+		}
+		hb, err := c.cfg.Disks.Open(ctx, b, disks.PurposeDiff)
+		if err != nil {
+			return "", "", nil, localGone(err, "diff to %s", b.Seq)
+		}
+		releases = append(releases, hb.Release)
+		toPath = hb.Disk
+	}
+	return fromPath, toPath, done, nil
 }
 
 // diskUsage returns what a sandbox's root and its checkpoints alone hold.

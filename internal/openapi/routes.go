@@ -210,6 +210,14 @@ var operations = []op{
 			q("to", str, "a later checkpoint; default the current disk"),
 		},
 		resp: []resp{list[api.DiffEntry]("The differences, by path.")}, codes: []string{api.CodeNoSandbox, api.CodeInvalidArgument, api.CodeNoCheckpoint}},
+	{method: "GET", path: "/v1/sandboxes/{name}/diff/file", id: "diffFile", tag: "checkpoints", summary: "How one file changed between two states",
+		desc: "The text diff (diff -u form) of the file at path between checkpoint from and checkpoint to, or the current disk without to; binary when a side is not a text regular file (links are not followed), too_large past 1 MiB a side.",
+		query: []param{
+			{name: "from", schema: str, required: true, desc: "a checkpoint of the sandbox"},
+			q("to", str, "a later checkpoint; default the current disk"),
+			{name: "path", schema: str, required: true, desc: "the file's absolute path in the sandbox"},
+		},
+		resp: []resp{ok[api.FileDiff]("The file's diff.")}, codes: []string{api.CodeNoSandbox, api.CodeInvalidArgument, api.CodeNoCheckpoint, api.CodeNoFile}},
 
 	{method: "GET", path: "/v1/sandboxes/{name}/ports", id: "listPorts", tag: "ports", summary: "A sandbox's published ports",
 		resp: []resp{list[api.Port]("By port number, with their URLs through cairnd's port proxy.")}, codes: []string{api.CodeNoSandbox}},

@@ -130,6 +130,16 @@ func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+func (s *Server) diffFile(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	diff, err := s.checkpoints.DiffFile(r.Context(), s.account(r), r.PathValue("name"), q.Get("from"), q.Get("to"), q.Get("path"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, diff)
+	return nil
+}
+
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	var req api.CreateCheckpointRequest
 	if r.ContentLength != 0 {

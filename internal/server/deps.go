@@ -85,6 +85,9 @@ type Checkpoints interface {
 	// (or the current disk when to is ""), never nil. S01, V02 (no from),
 	// K08.
 	Diff(ctx context.Context, account, name, from, to string) ([]api.DiffEntry, error)
+	// DiffFile returns the text diff of one file between the same two
+	// states. V02 (a bad path), F01 (in neither), S01, K08.
+	DiffFile(ctx context.Context, account, name, from, to, path string) (api.FileDiff, error)
 }
 
 // SandboxViews shows the sandboxes of an account (the catalog).

@@ -200,6 +200,11 @@ func (f *fake) Fork(_ context.Context, account, name string, req api.ForkRequest
 	return f.op("Fork", account, name, req)
 }
 
+func (f *fake) DiffFile(_ context.Context, account, name, from, to, path string) (api.FileDiff, error) {
+	f.record("DiffFile", account, name, from, to, path)
+	return api.FileDiff{Path: path}, f.err
+}
+
 func (f *fake) Diff(_ context.Context, account, name, from, to string) ([]api.DiffEntry, error) {
 	f.record("Diff", account, name, from, to)
 	return []api.DiffEntry{}, f.err

@@ -176,6 +176,8 @@ var routeCases = []routeCase{
 		want: &call{"Fork", def, []any{"web", api.ForkRequest{Count: 3, NamePrefix: "kid"}}}},
 	{method: "GET", pattern: "/v1/sandboxes/{name}/diff", path: "/v1/sandboxes/web/diff?from=v1&to=v2", status: 200,
 		want: &call{"Diff", def, []any{"web", "v1", "v2"}}},
+	{method: "GET", pattern: "/v1/sandboxes/{name}/diff/file", path: "/v1/sandboxes/web/diff/file?from=v1&path=%2Fetc%2Fhosts", status: 200,
+		want: &call{"DiffFile", def, []any{"web", "v1", "", "/etc/hosts"}}, bodyHas: `"path":"/etc/hosts"`},
 	{method: "GET", pattern: "/v1/sandboxes/{name}/ports", path: "/v1/sandboxes/web/ports", status: 200,
 		want: &call{"Ports", def, []any{"web"}}, bodyHas: `"port":8080`},
 	{method: "POST", pattern: "/v1/sandboxes/{name}/ports", path: "/v1/sandboxes/web/ports", body: `{"port":8080,"public":true}`, status: 200,

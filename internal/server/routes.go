@@ -51,6 +51,7 @@ var routes = []route{
 	{"POST", "/v1/sandboxes/{name}/checkpoints/{id}/evict", (*Server).evictCheckpoint},
 	{"POST", "/v1/sandboxes/{name}/fork", (*Server).forkSandbox},
 	{"GET", "/v1/sandboxes/{name}/diff", (*Server).diffSandbox},
+	{"GET", "/v1/sandboxes/{name}/diff/file", (*Server).diffFile},
 	{"GET", "/v1/sandboxes/{name}/ports", (*Server).listPorts},
 	{"POST", "/v1/sandboxes/{name}/ports", (*Server).publishPort},
 	{"DELETE", "/v1/sandboxes/{name}/ports/{port}", (*Server).unpublishPort},

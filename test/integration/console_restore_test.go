@@ -3,6 +3,7 @@ package integration
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,12 @@ func TestConsoleRestoreInPlaceAndUndo(t *testing.T) {
 	// What changed since the checkpoint.
 	b.do("compare", chromedp.SetValue(chromedp.ID("diff-from"), id), chromedp.SetValue(chromedp.ID("diff-to"), ""), chromedp.Click(chromedp.ID("diff-show")))
 	b.wait("the diff", `(() => { const t = document.querySelector("#diff-out").innerText; return t.includes("~ /f") && t.includes("+ /g"); })()`, 30*time.Second)
+	// The text diff of the changed file.
+	b.click("Show the text diff of /f")
+	b.wait("the text diff", `(() => { const p = document.querySelector("#diff-out pre.diff"); return !!p && p.innerText.includes("-one") && p.innerText.includes("+two"); })()`, 30*time.Second)
+	if got := alice.must("diff", "app", id, "--file", "/f"); !strings.Contains(got, "@@ -1 +1 @@\n-one\n+two\n") {
+		t.Errorf("cairn diff --file /f: %q", got)
+	}
 
 	// A terminal is open while the restore runs.
 	b.do("open the terminal", chromedp.Click(chromedp.ID("term-open")))

@@ -120,11 +120,32 @@ export async function sandboxPage(root, name) {
       const entries = await get(`${path}/diff?${q}`);
       const title = `${diffFrom.value} → ${diffTo.value || "now"}`;
       diffOut.replaceChildren(entries.length
-        ? el("ul", { class: "diff", "aria-label": `Changes ${title}` }, entries.map((d) => el("li", { class: d.kind },
-          `${d.kind === "added" ? "+" : d.kind === "removed" ? "-" : "~"} ${d.path}`, d.what && d.what.length ? `  (${d.what.join(", ")}${d.mode ? " " + d.mode : ""})` : "")))
+        ? el("ul", { class: "diff", "aria-label": `Changes ${title}` }, entries.map((d) => diffEntry(d, q)))
         : el("p", { class: "muted" }, `Nothing changed (${title}).`));
     }).catch(showError);
   });
+
+  // diffEntry is one line of the list of changes; a file whose content
+  // changed has a button that shows its text diff under it.
+  function diffEntry(d, q) {
+    const li = el("li", { class: d.kind },
+      `${d.kind === "added" ? "+" : d.kind === "removed" ? "-" : "~"} ${d.path}`, d.what && d.what.length ? `  (${d.what.join(", ")}${d.mode ? " " + d.mode : ""})` : "");
+    if (d.kind !== "changed" || !(d.what || []).includes("content") || d.path_bytes) return li;
+    const btn = el("button", { type: "button", class: "secondary small", "aria-label": `Show the text diff of ${d.path}` }, "Show diff");
+    btn.addEventListener("click", () => busy(btn, async () => {
+      const fq = new URLSearchParams(q);
+      fq.set("path", d.path);
+      const fd = await get(`${path}/diff/file?${fq}`);
+      const text = fd.binary ? "Not a text file in one of the two states: only its content differs."
+        : fd.too_large ? "Too large to show as text (over 1 MiB a side, or changed throughout)."
+        : fd.unified || "The same in both states.";
+      const pre = el("pre", { class: "diff", "aria-label": `Text diff of ${d.path}` }, text);
+      li.querySelector("pre")?.remove();
+      li.append(pre);
+    }).catch(showError));
+    li.append(" ", btn);
+    return li;
+  }
 
   function actions(c) {
     const b = (text, label, fn, cls = "secondary small") => {
