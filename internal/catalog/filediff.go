@@ -27,6 +27,13 @@ func (c *Catalog) DiffFile(ctx context.Context, account, name, from, to, file st
 	if err != nil {
 		return api.FileDiff{}, err
 	}
+	// Each comparison may take a table of 16 MiB: a few at a time.
+	select {
+	case fileDiffs <- struct{}{}:
+		defer func() { <-fileDiffs }()
+	case <-ctx.Done():
+		return api.FileDiff{}, ctx.Err()
+	}
 	fromPath, toPath, done, err := c.diffTrees(ctx, account, name, from, to)
 	if err != nil {
 		return api.FileDiff{}, err
@@ -34,13 +41,22 @@ func (c *Catalog) DiffFile(ctx context.Context, account, name, from, to, file st
 	defer done()
 	out := api.FileDiff{Path: "/" + strings.Join(parts, "/")}
 	a, err := readSide(fromPath, parts)
-	if err != nil {
-		return out, err
+	if err == nil {
+		var b side
+		if b, err = readSide(toPath, parts); err == nil {
+			return diffSides(out, from, to, a, b)
+		}
 	}
-	b, err := readSide(toPath, parts)
-	if err != nil {
-		return out, err
+	// The host's paths stay out of the answer.
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
 	}
+	return out, errdefs.New(api.CodeFileFailed, "%s could not be read: %v", out.Path, err)
+}
+
+// diffSides compares the two versions of the file.
+func diffSides(out api.FileDiff, from, to string, a, b side) (api.FileDiff, error) {
 	switch {
 	case a.missing && b.missing:
 		return out, errdefs.New(api.CodeNoFile, "%s is in neither state", out.Path)
@@ -64,6 +80,9 @@ func (c *Catalog) DiffFile(ctx context.Context, account, name, from, to, file st
 	}
 	return out, nil
 }
+
+// fileDiffs bounds how many file diffs run at once.
+var fileDiffs = make(chan struct{}, 2)
 
 // diffPath checks a path of a file in the sandbox and returns its names.
 func diffPath(p string) ([]string, error) {
@@ -107,11 +126,20 @@ func readSide(root string, parts []string) (side, error) {
 		dir = next
 	}
 	last := parts[len(parts)-1]
-	st, err := dir.Lstat(last)
-	if errors.Is(err, unix.ENOENT) {
+	// Non-blocking, so that a fifo put there does not hang the diff (and
+	// the lease it holds); what it is is asked of the open file.
+	f, err := dir.OpenFile(last, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
 		return side{missing: true}, nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENXIO), errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENOTDIR):
+		return side{binary: true}, nil // a link, a socket, a directory
+	case err != nil:
+		return side{}, err
 	}
-	if err != nil {
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return side{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -120,11 +148,6 @@ func readSide(root string, parts []string) (side, error) {
 	if st.Size > api.MaxTextDiff {
 		return side{tooLarge: true}, nil
 	}
-	f, err := dir.OpenFile(last, os.O_RDONLY, 0)
-	if err != nil {
-		return side{}, err
-	}
-	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, api.MaxTextDiff+1))
 	if err != nil {
 		return side{}, err

@@ -25,9 +25,17 @@ func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 	}
 	timeout := time.Duration(min(max(req.TimeoutSeconds, 0), api.MaxExecTimeout) * float64(time.Second))
 	if req.Detach {
-		pid, err := s.startDetached(cmd)
+		pid, exited, err := s.startDetached(cmd)
 		if err == nil && timeout > 0 {
-			time.AfterFunc(timeout, func() { _ = unix.Kill(-pid, unix.SIGKILL) })
+			go func() {
+				t := time.NewTimer(timeout)
+				defer t.Stop()
+				select {
+				case <-exited: // its group id may be another's after this
+				case <-t.C:
+					_ = unix.Kill(-pid, unix.SIGKILL)
+				}
+			}()
 		}
 		s.replyStarted(st, req, pid, "", err)
 		return
@@ -112,14 +120,14 @@ func (s *server) replyStarted(st *yamux.Stream, req api.ExecRequest, pid int, se
 // startDetached starts cmd in its own process group with stdio on
 // /dev/null (what exec.Cmd gives nil Stdin, Stdout and Stderr). The reaper
 // collects it when it exits.
-func (s *server) startDetached(cmd *exec.Cmd) (int, error) {
+func (s *server) startDetached(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
 	cmd.SysProcAttr.Setpgid = true
-	pid, _, err := s.reaper.start(cmd)
+	pid, exited, err := s.reaper.start(cmd)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	s.groups.add(pid)
-	return pid, nil
+	return pid, exited, nil
 }
 
 // startPipes starts cmd in its own process group with stdout and stderr on

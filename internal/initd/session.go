@@ -438,14 +438,18 @@ func (ss *session) signal(sig unix.Signal) {
 	_ = unix.Kill(-ss.pid, sig)
 }
 
-// armTimeout kills the command's process group after d; its Exit frame
-// then says it timed out.
+// armTimeout kills the command's process group after d, unless it has
+// exited by then; its Exit frame then says it timed out.
 func (ss *session) armTimeout(d time.Duration) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.deadline = time.AfterFunc(d, func() {
 		ss.mu.Lock()
-		ss.timedOut = !ss.ended
+		if !ss.drainFrom.IsZero() {
+			ss.mu.Unlock()
+			return // exited in time: its group id may be another's by now
+		}
+		ss.timedOut = true
 		ss.mu.Unlock()
 		ss.log.Info("exec timed out; killing its process group", "pid", ss.pid, "timeout", d)
 		ss.signal(unix.SIGKILL)

@@ -30,10 +30,16 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
+	// Held before the row is read again: a sleep decided meanwhile is
+	// marked in it by then, and woken from.
+	release := m.hold(sb.ID)
+	if sb, err = m.cfg.Store.SandboxByID(ctx, sb.ID); err == nil {
+		err = m.wakeIfAsleep(ctx, account, sb)
+	}
+	if err != nil {
+		release()
 		return 0, nil, err
 	}
-	release := m.hold(sb.ID)
 	defer func() {
 		if stream == nil {
 			release() // detached, or failed: only its start was a use
@@ -109,10 +115,13 @@ func (m *Manager) FileHost(ctx context.Context, account, name string) (*agent.Ho
 	if err != nil {
 		return nil, err
 	}
+	context.AfterFunc(ctx, m.hold(sb.ID))
+	if sb, err = m.cfg.Store.SandboxByID(ctx, sb.ID); err != nil {
+		return nil, err
+	}
 	if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
 		return nil, err
 	}
-	context.AfterFunc(ctx, m.hold(sb.ID))
 	return m.run.waitReady(ctx, sb)
 }
 

@@ -25,30 +25,47 @@ import (
 // wakeWait bounds how long a request waits for its sandbox to wake.
 const wakeWait = 2 * time.Minute
 
-// activity is when each sandbox was last used and how many sessions
-// hold it awake now.
+// activity is when each sandbox was last used, how many sessions hold it
+// awake now, and which are falling asleep (decided, not yet marked in
+// the store): a hold taken then waits until the mark is written, so that
+// its caller, reading the row next, sees it asleep and wakes it.
 type activity struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-	open map[string]int
+	mu      sync.Mutex
+	last    map[string]time.Time
+	open    map[string]int
+	falling map[string]bool
+}
+
+func (a *activity) init() {
+	if a.last == nil {
+		a.last, a.open, a.falling = map[string]time.Time{}, map[string]int{}, map[string]bool{}
+	}
 }
 
 // touch records a use of sandbox id now.
 func (m *Manager) touch(id string) {
 	m.act.mu.Lock()
 	defer m.act.mu.Unlock()
-	if m.act.last == nil {
-		m.act.last, m.act.open = map[string]time.Time{}, map[string]int{}
-	}
+	m.act.init()
 	m.act.last[id] = m.cfg.Now()
 }
 
-// hold keeps sandbox id awake until release is called (once).
+// hold keeps sandbox id awake until release is called (once). Take it
+// before reading the sandbox's row: a sandbox is put to sleep only while
+// nothing holds it.
 func (m *Manager) hold(id string) (release func()) {
-	m.touch(id)
-	m.act.mu.Lock()
-	m.act.open[id]++
-	m.act.mu.Unlock()
+	for {
+		m.act.mu.Lock()
+		m.act.init()
+		if !m.act.falling[id] {
+			m.act.open[id]++
+			m.act.last[id] = m.cfg.Now()
+			m.act.mu.Unlock()
+			break
+		}
+		m.act.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -57,24 +74,49 @@ func (m *Manager) hold(id string) (release func()) {
 			if m.act.open[id] <= 0 {
 				delete(m.act.open, id)
 			}
+			m.act.last[id] = m.cfg.Now()
 			m.act.mu.Unlock()
-			m.touch(id)
 		})
 	}
 }
 
-// idleSince says since when sandbox id has been unused; ok is false while
-// a session holds it. One never seen counts from now.
-func (m *Manager) idleSince(id string) (since time.Time, ok bool) {
+// startFalling decides, under the activity lock, that sandbox id goes to
+// sleep: nothing holds it and it has been unused for idle. It reports
+// when it is due otherwise. A sandbox never seen counts from now.
+func (m *Manager) startFalling(id string, idle time.Duration, now time.Time) (due time.Time, falls bool) {
 	m.act.mu.Lock()
+	defer m.act.mu.Unlock()
+	m.act.init()
 	last, seen := m.act.last[id]
-	busy := m.act.open[id] > 0
-	m.act.mu.Unlock()
 	if !seen {
-		m.touch(id)
-		return m.cfg.Now(), true
+		m.act.last[id] = now
+		return now.Add(idle), false
 	}
-	return last, !busy
+	if m.act.open[id] > 0 {
+		return now.Add(idle), false
+	}
+	if due := last.Add(idle); due.After(now) {
+		return due, false
+	}
+	m.act.falling[id] = true
+	return time.Time{}, true
+}
+
+// fallen ends what startFalling began: the mark is in the store (or the
+// sleep was given up).
+func (m *Manager) fallen(id string) {
+	m.act.mu.Lock()
+	defer m.act.mu.Unlock()
+	delete(m.act.falling, id)
+}
+
+// forgetActivity drops what is kept of a deleted sandbox.
+func (m *Manager) forgetActivity(id string) {
+	m.act.mu.Lock()
+	defer m.act.mu.Unlock()
+	delete(m.act.last, id)
+	delete(m.act.open, id)
+	delete(m.act.falling, id)
 }
 
 // heldStream releases its hold when the stream closes.
@@ -89,34 +131,32 @@ func (h heldStream) Close() error {
 }
 
 // sleepIfIdle puts sb to sleep when it has been idle past its --idle; it
-// reports the time it is due otherwise (zero: no idle time).
+// reports the time it is due otherwise (zero: no idle time, or asleep).
+// The sandbox is marked asleep before its stop begins, so that a use
+// arriving meanwhile wakes it again; a stop that fails leaves it awake
+// (wakeIfAsleep clears the mark of a sandbox that runs).
 func (m *Manager) sleepIfIdle(ctx context.Context, sb metadata.Sandbox, now time.Time) time.Time {
-	if sb.Settings.Idle <= 0 || sb.State != metadata.SandboxRunning {
+	if sb.Settings.Idle <= 0 || sb.State != metadata.SandboxRunning || sb.Settings.Asleep {
 		return time.Time{}
 	}
-	since, ok := m.idleSince(sb.ID)
-	due := since.Add(sb.Settings.Idle)
-	if !ok {
-		return now.Add(sb.Settings.Idle)
-	}
-	if due.After(now) {
+	due, falls := m.startFalling(sb.ID, sb.Settings.Idle, now)
+	if !falls {
 		return due
 	}
 	account, err := m.accountName(ctx, sb.AccountID)
-	if err != nil {
-		return now.Add(lifetimeRetry)
+	if err == nil {
+		err = m.updateSettings(ctx, sb.ID, func(s *metadata.SandboxSettings) { s.Asleep = true })
 	}
-	set := sb.Settings
-	set.Asleep = true
-	if err := m.cfg.Store.SetSandboxSettings(ctx, sb.ID, set); err != nil {
+	m.fallen(sb.ID)
+	if err != nil {
 		slog.Warn("idle: mark the sandbox asleep", "sandbox", sb.Name, "err", err)
 		return now.Add(lifetimeRetry)
 	}
 	slog.Info("sandbox idle: going to sleep (its session is saved)", "sandbox", sb.Name, "idle", sb.Settings.Idle)
 	if _, err := m.Stop(ctx, account, sb.Name, api.StopRequest{Snapshot: true}); err != nil {
 		// Busy with another operation: awake, and tried again.
-		set.Asleep = false
-		logErr("idle: undo asleep", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, set), "sandbox", sb.Name)
+		logErr("idle: undo asleep", m.updateSettings(ctx, sb.ID, func(s *metadata.SandboxSettings) { s.Asleep = false }), "sandbox", sb.Name)
+		m.touch(sb.ID)
 		return now.Add(lifetimeRetry)
 	}
 	return time.Time{}
@@ -135,7 +175,7 @@ func (m *Manager) wakeIfAsleep(ctx context.Context, account string, sb metadata.
 		if err != nil {
 			return err
 		}
-		if !cur.Settings.Asleep && cur.State == metadata.SandboxRunning {
+		if !cur.Settings.Asleep {
 			return nil
 		}
 		op, err := m.Start(ctx, account, sb.Name)
@@ -145,8 +185,10 @@ func (m *Manager) wakeIfAsleep(ctx context.Context, account string, sb metadata.
 			_, err = op.Wait(ctx)
 			return err
 		case errdefs.CodeOf(err) == api.CodeAlreadyRunning:
-			// Still falling asleep, or woken by another request: look
-			// again once the operation holding it is done.
+			// Nothing holds it and it runs: its sleep never came (the stop
+			// failed), or it was started another way (restart, restore).
+			// It is awake.
+			return m.updateSettings(ctx, sb.ID, func(s *metadata.SandboxSettings) { s.Asleep = false })
 		case errdefs.CodeOf(err) != api.CodeSandboxBusy:
 			return err
 		}

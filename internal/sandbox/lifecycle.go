@@ -178,7 +178,6 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		}
 		// The session is resumed: the next stop decides the next start.
 		logErr("clear saved session", m.cfg.Store.SetResumeCheckpoint(ctx, sb.ID, ""), "sandbox", name)
-		m.rearm(ctx, sb)
 		return m.cfg.Catalog.Get(ctx, account, name)
 	}), nil
 }
@@ -325,6 +324,7 @@ func (m *Manager) delete(ctx context.Context, account, name string, final bool) 
 }
 
 func (m *Manager) removeFiles(ctx context.Context, id string) error {
+	m.forgetActivity(id)
 	if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.SandboxPath(id)); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
+	"github.com/cairn-sandbox/cairn/internal/operation"
 )
 
 // Lifetimes: the loop here also puts idle sandboxes to sleep (idle.go).
@@ -57,16 +59,18 @@ func armed(set metadata.SandboxSettings, now time.Time) metadata.SandboxSettings
 	return set
 }
 
-// rearm sets sb's deadline from now at its start, marks it awake, and
-// wakes the loop.
+// rearm, at each start of sb's container, counts its timeout from now and
+// marks it awake, and wakes the loop. A sandbox being created has no row
+// yet: its create arms it.
 func (m *Manager) rearm(ctx context.Context, sb metadata.Sandbox) {
 	m.touch(sb.ID)
-	if sb.Settings.Timeout <= 0 && !sb.Settings.Asleep {
-		return
+	err := m.updateSettings(ctx, sb.ID, func(s *metadata.SandboxSettings) {
+		*s = armed(*s, m.cfg.Now())
+		s.Asleep = false
+	})
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		logErr("set the timeout's deadline", err, "sandbox", sb.Name)
 	}
-	set := armed(sb.Settings, m.cfg.Now())
-	set.Asleep = false
-	logErr("set the timeout's deadline", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, set), "sandbox", sb.Name)
 	m.wakeLifetimes()
 }
 
@@ -119,20 +123,34 @@ func (m *Manager) endExpired(ctx context.Context) time.Time {
 			}
 			continue
 		}
-		if err := m.endOfLife(ctx, sb); err != nil {
-			slog.Warn("lifetimes: the timeout's action failed; tried again soon", "sandbox", sb.Name, "err", err)
-			if retry := now.Add(lifetimeRetry); next.IsZero() || retry.Before(next) {
-				next = retry
-			}
+		// Each action on its own: one that waits for a busy sandbox does
+		// not hold up the others. The deadline stays in the row: a
+		// stopped or deleted sandbox is passed over, one whose action
+		// failed is tried again.
+		if retry := now.Add(lifetimeRetry); next.IsZero() || retry.Before(next) {
+			next = retry
 		}
+		if _, busy := m.lifeBusy.LoadOrStore(sb.ID, true); busy {
+			continue
+		}
+		go func() {
+			defer m.lifeBusy.Delete(sb.ID)
+			if err := m.endOfLife(ctx, sb); err != nil {
+				slog.Warn("lifetimes: the timeout's action failed; tried again soon", "sandbox", sb.Name, "err", err)
+			}
+		}()
 	}
 	return next
 }
 
-// endOfLife does sb's --on-timeout. The deadline is cleared only once the
-// action has begun; a refusal (another operation holds the sandbox) is
-// tried again.
+// endOfLife does sb's --on-timeout and waits for it. The deadline is read
+// again first: a config --timeout just before it moved it.
 func (m *Manager) endOfLife(ctx context.Context, sb metadata.Sandbox) error {
+	cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
+	if err != nil || cur.State != metadata.SandboxRunning || cur.Settings.Deadline.IsZero() || cur.Settings.Deadline.After(m.cfg.Now()) {
+		return nil
+	}
+	sb = cur
 	account, err := m.accountName(ctx, sb.AccountID)
 	if err != nil {
 		return err
@@ -142,21 +160,18 @@ func (m *Manager) endOfLife(ctx context.Context, sb metadata.Sandbox) error {
 		action = metadata.OnTimeoutStop
 	}
 	slog.Info("sandbox timeout reached", "sandbox", sb.Name, "timeout", sb.Settings.Timeout, "action", action)
+	var op *operation.Op
 	switch action {
 	case metadata.OnTimeoutDelete:
-		_, err = m.Delete(ctx, account, sb.Name)
+		op, err = m.Delete(ctx, account, sb.Name)
 	default:
-		_, err = m.Stop(ctx, account, sb.Name, api.StopRequest{Snapshot: action == metadata.OnTimeoutSave})
+		op, err = m.Stop(ctx, account, sb.Name, api.StopRequest{Snapshot: action == metadata.OnTimeoutSave})
 	}
 	if err != nil {
 		return err
 	}
-	set := sb.Settings
-	set.Deadline = time.Time{}
-	if action != metadata.OnTimeoutDelete {
-		logErr("clear the timeout's deadline", m.cfg.Store.SetSandboxSettings(ctx, sb.ID, set), "sandbox", sb.Name)
-	}
-	return nil
+	_, err = op.Wait(ctx)
+	return err
 }
 
 func (m *Manager) accountName(ctx context.Context, id int64) (string, error) {

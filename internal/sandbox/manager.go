@@ -128,6 +128,9 @@ type Manager struct {
 	restarts map[string][]time.Time // by sandbox id: its restarts after crashes (see crash.go)
 
 	lifeWake chan struct{} // a deadline changed (lifetime.go)
+	lifeBusy sync.Map      // sandbox id → its timeout's action runs (lifetime.go)
+
+	settingsMu sync.Mutex // one writer of sandboxes' settings at a time (updateSettings)
 	act      activity      // when each sandbox was last used (idle.go)
 }
 
@@ -155,6 +158,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	ex := &exclusion{cfg: cfg}
 	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}, lifeWake: make(chan struct{}, 1)}
 	m.run.died = m.sandboxDied
+	m.run.started = func(sb metadata.Sandbox) { m.rearm(context.Background(), sb) }
 	m.run.oomKilled = m.recordOOMKill
 	return m, nil
 }

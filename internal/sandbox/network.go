@@ -94,16 +94,17 @@ func rulesOf(sb metadata.Sandbox) network.Rules {
 // DialSandbox connects to TCP port inside the running sandbox id (for
 // published ports and port forwards).
 func (m *Manager) DialSandbox(ctx context.Context, id string, port int) (net.Conn, error) {
+	release := m.hold(id) // before the row is read: see Exec
 	if sb, err := m.cfg.Store.SandboxByID(ctx, id); err == nil && sb.Settings.Asleep {
 		account, err := m.accountName(ctx, sb.AccountID)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = m.wakeIfAsleep(ctx, account, sb)
 		}
-		if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
+		if err != nil {
+			release()
 			return nil, err
 		}
 	}
-	release := m.hold(id)
 	conn, err := m.dialSandbox(ctx, id, port)
 	if err != nil {
 		release()

@@ -321,6 +321,7 @@ func (m *Manager) childOf(acct metadata.Account, ck metadata.Checkpoint, name, p
 	case err == nil:
 		sb.CPUs, sb.MemoryBytes, sb.AutoCheckpoint, sb.Inside = src.CPUs, src.MemoryBytes, src.AutoCheckpoint, src.Inside
 		sb.DiskBytes, sb.Restart, sb.Network, sb.Settings = src.DiskBytes, src.Restart, src.Network, src.Settings
+		sb.Settings.Asleep, sb.Settings.Deadline = false, time.Time{} // its own: armed at its start
 	case errors.Is(err, metadata.ErrNotFound):
 		if size := m.cfg.Disks.DiskSizeOf(context.Background(), ck); size > 0 {
 			sb.DiskBytes = size

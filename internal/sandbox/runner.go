@@ -43,6 +43,9 @@ type runner struct {
 	// (watch.go): the manager's crash handling.
 	died      func(sb metadata.Sandbox, inst *instance, reason string)
 	oomKilled func(sb metadata.Sandbox, kill api.OOMKill)
+	// started is told of each container started (every start, restart,
+	// restore and wake), to count the sandbox's timeout from there.
+	started func(sb metadata.Sandbox)
 }
 
 // detach takes sandbox id's instance out of the live ones and returns it
@@ -211,6 +214,9 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	r.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	r.cfg.Instances.put(sb.ID, inst)
 	undo.Success()
+	if r.started != nil {
+		r.started(sb)
+	}
 	return nil
 }
 

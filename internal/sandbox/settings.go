@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"path"
 	"slices"
 	"strings"
@@ -215,6 +216,33 @@ func checkSettings(set metadata.SandboxSettings) error {
 		return errdefs.New(api.CodeInvalidArgument, "user %q: user[:group] or uid[:gid]", set.User)
 	}
 	return nil
+}
+
+// updateSettings changes sandbox id's settings by fn, on the row as it is
+// now. This cairnd's writers of settings (config, a start, sleep, wake) go
+// one at a time, so none undoes another's change.
+func (m *Manager) updateSettings(ctx context.Context, id string, fn func(*metadata.SandboxSettings)) error {
+	_, err := m.changeSettings(ctx, id, func(cur metadata.SandboxSettings) (metadata.SandboxSettings, error) {
+		fn(&cur)
+		return cur, nil
+	})
+	return err
+}
+
+// changeSettings is updateSettings with a change that can be refused;
+// it returns the settings stored.
+func (m *Manager) changeSettings(ctx context.Context, id string, change func(metadata.SandboxSettings) (metadata.SandboxSettings, error)) (metadata.SandboxSettings, error) {
+	m.settingsMu.Lock()
+	defer m.settingsMu.Unlock()
+	sb, err := m.cfg.Store.SandboxByID(ctx, id)
+	if err != nil {
+		return metadata.SandboxSettings{}, err
+	}
+	next, err := change(sb.Settings)
+	if err != nil {
+		return metadata.SandboxSettings{}, err
+	}
+	return next, m.cfg.Store.SetSandboxSettings(ctx, id, next)
 }
 
 // withSettings fills an exec's defaults from the sandbox's settings: its

@@ -44,7 +44,7 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	settings, err := applySettingsChange(sb.Settings, req, m.cfg.Now())
+	_, err = applySettingsChange(sb.Settings, req, m.cfg.Now()) // checked before anything changes; applied below to the row as it is then
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -70,7 +70,10 @@ func (m *Manager) Configure(ctx context.Context, account, name string, req api.C
 		}
 	}
 	if settingsChange(req) {
-		if err := m.cfg.Store.SetSandboxSettings(ctx, sb.ID, settings); err != nil {
+		now := m.cfg.Now()
+		if _, err := m.changeSettings(ctx, sb.ID, func(cur metadata.SandboxSettings) (metadata.SandboxSettings, error) {
+			return applySettingsChange(cur, req, now)
+		}); err != nil {
 			return api.Sandbox{}, err
 		}
 		m.wakeLifetimes()
