@@ -131,7 +131,7 @@ type Manager struct {
 	lifeBusy sync.Map      // sandbox id → its timeout's action runs (lifetime.go)
 
 	settingsMu sync.Mutex // one writer of sandboxes' settings at a time (updateSettings)
-	act      activity      // when each sandbox was last used (idle.go)
+	act        activity   // when each sandbox was last used (idle.go)
 }
 
 // NewManager returns a manager. Call Recover before serving requests.
