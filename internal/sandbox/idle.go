@@ -143,11 +143,13 @@ func (m *Manager) sleepIfIdle(ctx context.Context, sb metadata.Sandbox, now time
 	if !falls {
 		return due
 	}
+	// Holds wait until the stop holds the sandbox (fallen): a use then
+	// finds it asleep or stopping, and wakes it once it has stopped.
+	defer m.fallen(sb.ID)
 	account, err := m.accountName(ctx, sb.AccountID)
 	if err == nil {
 		err = m.updateSettings(ctx, sb.ID, func(s *metadata.SandboxSettings) { s.Asleep = true })
 	}
-	m.fallen(sb.ID)
 	if err != nil {
 		slog.Warn("idle: mark the sandbox asleep", "sandbox", sb.Name, "err", err)
 		return now.Add(lifetimeRetry)
