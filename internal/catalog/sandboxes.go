@@ -151,16 +151,11 @@ func (c *Catalog) Whoami(ctx context.Context, id string) (account, name string, 
 	} else if err != nil {
 		return "", "", err
 	}
-	accts, err := c.cfg.Store.ListAccounts(ctx)
+	a, err := metadata.AccountByID(ctx, c.cfg.Store, sb.AccountID)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("sandbox %s: %w", sb.Name, err)
 	}
-	for _, a := range accts {
-		if a.ID == sb.AccountID {
-			return a.Name, sb.Name, nil
-		}
-	}
-	return "", "", fmt.Errorf("sandbox %s: account %d not found", sb.Name, sb.AccountID)
+	return a.Name, sb.Name, nil
 }
 
 // lastOffsite returns when the newest of sb's checkpoints that both

@@ -2,7 +2,6 @@ package disks
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
@@ -30,8 +29,8 @@ import (
 // is shared by some members and none of them is the largest. Memory
 // images share nothing and count whole.
 
-// UseMember is one subvolume of an account, as accountUse reads it.
-type UseMember struct {
+// useMember is one subvolume of an account, as accountUse reads it.
+type useMember struct {
 	Family string // a sandbox id of the family (any: families are joined)
 	Path   string // relative to the pool's root
 	Image  string // pool-relative path of its image's subvolume; "" when none
@@ -42,7 +41,7 @@ type UseMember struct {
 // pool's usage by path. links joins families: each pair names two sandbox
 // ids whose subvolumes may share data. A member whose subvolume is missing
 // from usage (deleted meanwhile) counts nothing.
-func accountUse(usage map[string]volume.Usage, members []UseMember, links [][2]string) int64 {
+func accountUse(usage map[string]volume.Usage, members []useMember, links [][2]string) int64 {
 	parent := map[string]string{}
 	var find func(string) string
 	find = func(x string) string {
@@ -120,26 +119,26 @@ func (d *Disks) AccountUsage(ctx context.Context, accountID int64) (int64, error
 
 // useMembers lists the subvolumes of sandboxes and checkpoints, and the
 // links between their families.
-func (d *Disks) useMembers(sbs []metadata.Sandbox, cks []metadata.Checkpoint) ([]UseMember, [][2]string) {
+func (d *Disks) useMembers(sbs []metadata.Sandbox, cks []metadata.Checkpoint) ([]useMember, [][2]string) {
 	pool := d.cfg.Pool
 	sandboxOf := map[string]string{} // checkpoint id → its sandbox id
 	for _, ck := range cks {
 		sandboxOf[ck.ID] = ck.SandboxID
 	}
-	var members []UseMember
+	var members []useMember
 	var links [][2]string
 	for _, sb := range sbs {
-		members = append(members, UseMember{Family: sb.ID, Path: pool.Rel(pool.SandboxPath(sb.ID)), Image: imageRel(pool, sb.Image)})
+		members = append(members, useMember{Family: sb.ID, Path: pool.Rel(pool.SandboxPath(sb.ID)), Image: imageRel(pool, sb.Image)})
 		links = append(links, [2]string{sb.ID, sb.ParentID},
 			[2]string{sb.ID, sandboxOf[sb.SourceCheckpoint]},
 			[2]string{sb.ID, sandboxOf[sb.CurrentCheckpoint]})
 	}
 	for _, ck := range cks {
 		if ck.DiskPath != "" {
-			members = append(members, UseMember{Family: ck.SandboxID, Path: ck.DiskPath, Image: imageRel(pool, ck.Image)})
+			members = append(members, useMember{Family: ck.SandboxID, Path: ck.DiskPath, Image: imageRel(pool, ck.Image)})
 		}
 		if ck.MemoryPath != "" {
-			members = append(members, UseMember{Family: ck.SandboxID, Path: ck.MemoryPath, Memory: true})
+			members = append(members, useMember{Family: ck.SandboxID, Path: ck.MemoryPath, Memory: true})
 		}
 	}
 	return members, links
@@ -164,7 +163,7 @@ func (d *Disks) LimitOf(acct metadata.Account) int64 {
 // CheckLimit fails with L04 when what the account's sandboxes and
 // checkpoints take has reached its disk limit. Nothing stored is touched.
 func (d *Disks) CheckLimit(ctx context.Context, accountID int64) error {
-	acct, err := d.account(ctx, accountID)
+	acct, err := metadata.AccountByID(ctx, d.cfg.Store, accountID)
 	if err != nil {
 		return err
 	}
@@ -181,17 +180,4 @@ func (d *Disks) CheckLimit(ctx context.Context, accountID int64) error {
 			used, limit)
 	}
 	return nil
-}
-
-func (d *Disks) account(ctx context.Context, id int64) (metadata.Account, error) {
-	accts, err := d.cfg.Store.ListAccounts(ctx)
-	if err != nil {
-		return metadata.Account{}, err
-	}
-	for _, a := range accts {
-		if a.ID == id {
-			return a, nil
-		}
-	}
-	return metadata.Account{}, fmt.Errorf("account %d: %w", id, metadata.ErrNotFound)
 }

@@ -12,7 +12,7 @@ func TestAccountUse(t *testing.T) {
 	tests := []struct {
 		name    string
 		usage   map[string]volume.Usage
-		members []UseMember
+		members []useMember
 		links   [][2]string
 		want    int64
 	}{{
@@ -22,7 +22,7 @@ func TestAccountUse(t *testing.T) {
 		usage: map[string]volume.Usage{"images/base": img,
 			"sandboxes/s":    {Referenced: 160 * M, Exclusive: 50 * M},
 			"checkpoints/c1": {Referenced: 110 * M, Exclusive: 0}},
-		members: []UseMember{{Family: "s", Path: "sandboxes/s", Image: "images/base"}, {Family: "s", Path: "checkpoints/c1", Image: "images/base"}},
+		members: []useMember{{Family: "s", Path: "sandboxes/s", Image: "images/base"}, {Family: "s", Path: "checkpoints/c1", Image: "images/base"}},
 		want:    150 * M,
 	}, {
 		// The 100 MB were deleted in the root after the checkpoint and
@@ -31,14 +31,14 @@ func TestAccountUse(t *testing.T) {
 		usage: map[string]volume.Usage{"images/base": img,
 			"sandboxes/s":    {Referenced: 60 * M, Exclusive: 50 * M},
 			"checkpoints/c1": {Referenced: 110 * M, Exclusive: 100 * M}},
-		members: []UseMember{{Family: "s", Path: "sandboxes/s", Image: "images/base"}, {Family: "s", Path: "checkpoints/c1", Image: "images/base"}},
+		members: []useMember{{Family: "s", Path: "sandboxes/s", Image: "images/base"}, {Family: "s", Path: "checkpoints/c1", Image: "images/base"}},
 		want:    150 * M,
 	}, {
 		name: "unrelated sandboxes add up",
 		usage: map[string]volume.Usage{"images/base": img,
 			"sandboxes/a": {Referenced: 30 * M, Exclusive: 20 * M},
 			"sandboxes/b": {Referenced: 40 * M, Exclusive: 30 * M}},
-		members: []UseMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}, {Family: "b", Path: "sandboxes/b", Image: "images/base"}},
+		members: []useMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}, {Family: "b", Path: "sandboxes/b", Image: "images/base"}},
 		want:    50 * M,
 	}, {
 		// Two families of a checkpoint each, sharing all their data
@@ -47,7 +47,7 @@ func TestAccountUse(t *testing.T) {
 		usage: map[string]volume.Usage{"images/base": img,
 			"sandboxes/a": {Referenced: 110 * M}, "checkpoints/ca": {Referenced: 110 * M},
 			"sandboxes/b": {Referenced: 70 * M}, "checkpoints/cb": {Referenced: 70 * M}},
-		members: []UseMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}, {Family: "a", Path: "checkpoints/ca", Image: "images/base"},
+		members: []useMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}, {Family: "a", Path: "checkpoints/ca", Image: "images/base"},
 			{Family: "b", Path: "sandboxes/b", Image: "images/base"}, {Family: "b", Path: "checkpoints/cb", Image: "images/base"}},
 		want: 160 * M,
 	}, {
@@ -57,7 +57,7 @@ func TestAccountUse(t *testing.T) {
 		usage: map[string]volume.Usage{"images/base": img,
 			"sandboxes/a": {Referenced: 110 * M}, "checkpoints/ca": {Referenced: 110 * M},
 			"sandboxes/f": {Referenced: 115 * M, Exclusive: 5 * M}},
-		members: []UseMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}, {Family: "a", Path: "checkpoints/ca", Image: "images/base"},
+		members: []useMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}, {Family: "a", Path: "checkpoints/ca", Image: "images/base"},
 			{Family: "f", Path: "sandboxes/f", Image: "images/base"}},
 		links: [][2]string{{"f", "a"}, {"a", ""}},
 		want:  105 * M,
@@ -65,7 +65,7 @@ func TestAccountUse(t *testing.T) {
 		name: "memory images count whole; a member gone counts nothing",
 		usage: map[string]volume.Usage{
 			"sandboxes/a": {Referenced: 20 * M, Exclusive: 20 * M}, "memory/m": {Referenced: 64 * M, Exclusive: 64 * M}},
-		members: []UseMember{{Family: "a", Path: "sandboxes/a"}, {Family: "a", Path: "memory/m", Memory: true}, {Family: "a", Path: "checkpoints/gone"}},
+		members: []useMember{{Family: "a", Path: "sandboxes/a"}, {Family: "a", Path: "memory/m", Memory: true}, {Family: "a", Path: "checkpoints/gone"}},
 		want:    84 * M,
 	}, {
 		// Files of the image deleted in the root: its own data is never
@@ -73,7 +73,7 @@ func TestAccountUse(t *testing.T) {
 		name: "a root smaller than its image",
 		usage: map[string]volume.Usage{"images/base": img,
 			"sandboxes/a": {Referenced: 4 * M, Exclusive: 1 * M}},
-		members: []UseMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}},
+		members: []useMember{{Family: "a", Path: "sandboxes/a", Image: "images/base"}},
 		want:    1 * M,
 	}}
 	for _, tt := range tests {

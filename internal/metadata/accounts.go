@@ -182,3 +182,18 @@ type TokenStore interface {
 	// minute after the last), not at every request.
 	TokenUsed(ctx context.Context, id string, at time.Time) error
 }
+
+// AccountByID returns the account with that id from s (the stores look
+// accounts up by name; there are few), or ErrNotFound.
+func AccountByID(ctx context.Context, s AccountStore, id int64) (Account, error) {
+	accts, err := s.ListAccounts(ctx)
+	if err != nil {
+		return Account{}, err
+	}
+	for _, a := range accts {
+		if a.ID == id {
+			return a, nil
+		}
+	}
+	return Account{}, fmt.Errorf("account %d: %w", id, ErrNotFound)
+}

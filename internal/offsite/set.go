@@ -2,6 +2,7 @@ package offsite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -108,17 +109,14 @@ func (s *Set) For(accountID int64) *Service {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	accts, err := s.store.ListAccounts(ctx)
+	a, err := metadata.AccountByID(ctx, s.store, accountID)
 	if err != nil {
-		slog.Warn("off-site: list accounts", "err", err)
+		if !errors.Is(err, metadata.ErrNotFound) {
+			slog.Warn("off-site: look up an account", "err", err)
+		}
 		return nil
 	}
-	for _, a := range accts {
-		if a.ID == accountID {
-			return s.add(a)
-		}
-	}
-	return nil
+	return s.add(a)
 }
 
 // add makes account's service unless it has one.

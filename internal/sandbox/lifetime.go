@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -175,14 +174,6 @@ func (m *Manager) endOfLife(ctx context.Context, sb metadata.Sandbox) error {
 }
 
 func (m *Manager) accountName(ctx context.Context, id int64) (string, error) {
-	accts, err := m.cfg.Store.ListAccounts(ctx)
-	if err != nil {
-		return "", err
-	}
-	for _, a := range accts {
-		if a.ID == id {
-			return a.Name, nil
-		}
-	}
-	return "", fmt.Errorf("account %d: %w", id, metadata.ErrNotFound)
+	a, err := metadata.AccountByID(ctx, m.cfg.Store, id)
+	return a.Name, err
 }

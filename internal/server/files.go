@@ -119,16 +119,7 @@ func sendData(w http.ResponseWriter, contentType string, e api.FileEntry, rc io.
 // ?parents=) and answers its entry. The file is replaced only once the
 // whole body is there.
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	p, err := queryPath(q, "path")
-	if err != nil {
-		return err
-	}
-	req := api.FileRequest{Path: p}
-	if err := fileOptions(q, &req); err != nil {
-		return err
-	}
-	fs, err := s.fsOf(r)
+	fs, req, err := s.uploadOf(r)
 	if err != nil {
 		return err
 	}
@@ -139,6 +130,22 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, e)
 	return nil
+}
+
+// uploadOf reads what an upload (a file, a tar stream) names: ?path= and
+// its options (?mode=, ?owner=, ?parents=), and the sandbox's files.
+func (s *Server) uploadOf(r *http.Request) (FS, api.FileRequest, error) {
+	q := r.URL.Query()
+	p, err := queryPath(q, "path")
+	if err != nil {
+		return nil, api.FileRequest{}, err
+	}
+	req := api.FileRequest{Path: p}
+	if err := fileOptions(q, &req); err != nil {
+		return nil, req, err
+	}
+	fs, err := s.fsOf(r)
+	return fs, req, err
 }
 
 // statFile answers the entry of ?path= (a link is itself).
@@ -294,16 +301,7 @@ func (s *Server) tarOut(w http.ResponseWriter, r *http.Request) error {
 // (made with its parents unless ?parents=false; ?owner= for what it
 // makes).
 func (s *Server) tarIn(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	p, err := queryPath(q, "path")
-	if err != nil {
-		return err
-	}
-	req := api.FileRequest{Path: p}
-	if err := fileOptions(q, &req); err != nil {
-		return err
-	}
-	fs, err := s.fsOf(r)
+	fs, req, err := s.uploadOf(r)
 	if err != nil {
 		return err
 	}

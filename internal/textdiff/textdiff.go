@@ -120,6 +120,18 @@ func lcs(a, b []string) []op {
 // writeHunks writes the changes of script with Context lines around them,
 // changes closer than twice that in one hunk.
 func writeHunks(out *strings.Builder, script []op) {
+	// before[k]: how many lines of a and of b come before script[k].
+	type lines struct{ a, b int }
+	before := make([]lines, len(script)+1)
+	for k, o := range script {
+		before[k+1] = before[k]
+		if o.kind != '+' {
+			before[k+1].a++
+		}
+		if o.kind != '-' {
+			before[k+1].b++
+		}
+	}
 	for start := 0; start < len(script); {
 		// The next change.
 		first := start
@@ -143,26 +155,8 @@ func writeHunks(out *strings.Builder, script []op) {
 		}
 		from := max(first-Context, start)
 		to := min(end+Context, len(script))
-		// Line numbers: count a's and b's lines before from.
-		lineA, lineB := 1, 1
-		for _, o := range script[:from] {
-			if o.kind != '+' {
-				lineA++
-			}
-			if o.kind != '-' {
-				lineB++
-			}
-		}
-		countA, countB := 0, 0
-		for _, o := range script[from:to] {
-			if o.kind != '+' {
-				countA++
-			}
-			if o.kind != '-' {
-				countB++
-			}
-		}
-		fmt.Fprintf(out, "@@ -%s +%s @@\n", span(lineA, countA), span(lineB, countB))
+		fmt.Fprintf(out, "@@ -%s +%s @@\n", span(before[from].a+1, before[to].a-before[from].a),
+			span(before[from].b+1, before[to].b-before[from].b))
 		for _, o := range script[from:to] {
 			out.WriteByte(o.kind)
 			out.WriteString(o.line)
