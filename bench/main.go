@@ -25,7 +25,10 @@
 //   - files (files.go): Files API write and read throughput of 1 GiB
 //     against `cairn exec -i … cat` and against the host's own disk;
 //   - wake (wake.go): an exec on a sandbox asleep (--idle, 256 MiB in
-//     memory) until it answers, against resuming its session by hand.
+//     memory) until it answers, against resuming its session by hand;
+//   - postgres (postgres.go): disk checkpoint create on a second cairnd
+//     whose metadata is in PostgreSQL against the bench's own on SQLite,
+//     and the statements a checkpoint costs there.
 //
 // Everything runs on a throw-away cairnd with its own data dir and loop
 // pool (daemon.go), which is removed at the end, on error and on Ctrl-C.
@@ -68,6 +71,7 @@ var groups = []group{
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
 	{"files", "Files API write and read of 1 GiB vs. exec -i cat and the host's own disk", benchFiles},
 	{"wake", "exec on a sandbox asleep (256 MiB, --idle) vs. cairn start of its saved session by hand", benchWake},
+	{"postgres", "disk checkpoint create with the metadata in PostgreSQL vs. SQLite, statements per checkpoint", benchPostgres},
 }
 
 // env is what every group gets: the daemon, its client and the floor.

@@ -156,8 +156,67 @@ func (s *server) url(name string) string {
 	return (&url.URL{Scheme: "postgres", User: url.User(serverUser), Path: "/" + name, RawQuery: q.Encode()}).String()
 }
 
-// start initialises a cluster in a new temporary directory and starts it.
-func start() (*server, error) {
+// Server is a private server started outside of a test binary's TestMain,
+// by a program that measures against it (bench): Start it, make databases
+// with Database, and Stop it at the end.
+type Server struct{ s *server }
+
+// Start starts a private server. With durable the server syncs its
+// writes (fsync, full page writes) as a production one does, so that
+// what is measured on it includes what a commit costs; without, it runs
+// as the tests' does. It also loads pg_stat_statements, so that a
+// database made with Database can count the statements run in it
+// (Statements).
+func Start(durable bool) (*Server, error) {
+	extra := []string{"-c", "shared_preload_libraries=pg_stat_statements"}
+	if durable {
+		extra = append(extra, "-c", "fsync=on", "-c", "full_page_writes=on")
+	}
+	s, err := start(extra...)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{s}, nil
+}
+
+// Database makes a new, empty database called name, with
+// pg_stat_statements in it, and returns its URL.
+func (s *Server) Database(ctx context.Context, name string) (string, error) {
+	if _, err := s.s.admin.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	db, err := sql.Open("pgx", s.s.url(name))
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
+		return "", fmt.Errorf("database %s: %w", name, err)
+	}
+	return s.s.url(name), nil
+}
+
+// Statements is how many statements the server has run in database name
+// since it started (from pg_stat_statements; its own query included).
+func (s *Server) Statements(ctx context.Context, name string) (int64, error) {
+	// The view is in the databases that have the extension.
+	db, err := sql.Open("pgx", s.s.url(name))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n sql.NullInt64
+	err = db.QueryRowContext(ctx,
+		`SELECT sum(calls) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1`, name).Scan(&n)
+	return n.Int64, err
+}
+
+// Stop stops the server and removes its files.
+func (s *Server) Stop() error { return s.s.stop() }
+
+// start initialises a cluster in a new temporary directory and starts it,
+// with extra settings (-c NAME=VALUE pairs) after the tests' own.
+func start(extra ...string) (*server, error) {
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
@@ -197,8 +256,9 @@ func start() (*server, error) {
 		return nil, err
 	}
 	defer log.Close() // the server has its own descriptor
-	s.postgres = s.command("postgres", "-D", data, "-c", "listen_addresses=", "-c", "unix_socket_directories="+s.dir,
-		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
+	args := []string{"-D", data, "-c", "listen_addresses=", "-c", "unix_socket_directories=" + s.dir,
+		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"}
+	s.postgres = s.command("postgres", append(args, extra...)...)
 	s.postgres.Stdout, s.postgres.Stderr = log, log
 	// The server dies with the test binary, even one killed or timed out
 	// (SIGQUIT: PostgreSQL's immediate shutdown), and no ^C of the
