@@ -71,12 +71,13 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 }
 
 // Services lists the services defined in the sandbox called name, with
-// their states, as cairn-init reports them.
+// their states, as cairn-init reports them. A sandbox asleep is woken.
 func (m *Manager) Services(ctx context.Context, account, name string) ([]api.ServiceStatus, error) {
-	host, err := m.agentOf(ctx, account, name)
+	host, release, err := m.awakeAgent(ctx, account, name)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	list, err := host.Services(ctx)
 	if err != nil {
 		return nil, errdefs.Wrap(api.CodeAgentUnreachable, err, "services of %s", name)
@@ -85,12 +86,14 @@ func (m *Manager) Services(ctx context.Context, account, name string) ([]api.Ser
 }
 
 // ServiceLogs returns the end of a service's log, read inside the sandbox
-// by cairn-init (cairnd never follows paths inside a sandbox's root).
+// by cairn-init (cairnd never follows paths inside a sandbox's root). A
+// sandbox asleep is woken.
 func (m *Manager) ServiceLogs(ctx context.Context, account, name, service string, tail int) ([]byte, error) {
-	host, err := m.agentOf(ctx, account, name)
+	host, release, err := m.awakeAgent(ctx, account, name)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	b, err := host.ServiceLogs(ctx, service, tail)
 	var noSvc *agent.NoServiceError
 	switch {
@@ -111,27 +114,34 @@ func (m *Manager) ServiceLogs(ctx context.Context, account, name, service string
 // A sandbox asleep is woken first; the call keeps it awake until ctx ends
 // (the request is done).
 func (m *Manager) FileHost(ctx context.Context, account, name string) (*agent.Host, error) {
-	_, sb, err := m.lookup(ctx, account, name)
+	host, release, err := m.awakeAgent(ctx, account, name)
 	if err != nil {
 		return nil, err
 	}
-	context.AfterFunc(ctx, m.hold(sb.ID))
-	if sb, err = m.cfg.Store.SandboxByID(ctx, sb.ID); err != nil {
-		return nil, err
-	}
-	if err := m.wakeIfAsleep(ctx, account, sb); err != nil {
-		return nil, err
-	}
-	return m.run.waitReady(ctx, sb)
+	context.AfterFunc(ctx, release)
+	return host, nil
 }
 
-// agentOf returns the agent of the running sandbox called name.
-func (m *Manager) agentOf(ctx context.Context, account, name string) (*agent.Host, error) {
+// awakeAgent returns the agent of the running sandbox called name, waiting
+// while it starts and waking it first if it sleeps. The sandbox is held
+// awake until release is called (once); on error it is not held.
+func (m *Manager) awakeAgent(ctx context.Context, account, name string) (host *agent.Host, release func(), err error) {
 	_, sb, err := m.lookup(ctx, account, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m.run.waitReady(ctx, sb)
+	// Held before the row is read again: see Exec.
+	release = m.hold(sb.ID)
+	if sb, err = m.cfg.Store.SandboxByID(ctx, sb.ID); err == nil {
+		if err = m.wakeIfAsleep(ctx, account, sb); err == nil {
+			host, err = m.run.waitReady(ctx, sb)
+		}
+	}
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return host, release, nil
 }
 
 // execRetries bounds how many times an exec waits again for a sandbox

@@ -47,7 +47,13 @@ func TestSandboxSleepsWhenIdle(t *testing.T) {
 	if st := d.info("nap").State; st != api.StateRunning {
 		t.Fatalf("after the exec: %s, want running", st)
 	}
-	// Unused again, it sleeps again.
+	// Unused again, it sleeps again; a look at its services is a use of
+	// it too, and wakes it.
+	d.waitState("nap", api.StateSleeping, 30*time.Second)
+	d.mustCLI("services", "nap")
+	if st := d.info("nap").State; st != api.StateRunning {
+		t.Fatalf("after cairn services: %s, want running", st)
+	}
 	d.waitState("nap", api.StateSleeping, 30*time.Second)
 	d.mustCLI("start", "nap")
 	if st := d.info("nap").State; st != api.StateRunning {
