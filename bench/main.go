@@ -9,7 +9,7 @@
 //   - checkpoint (checkpoint.go): disk checkpoint create latency and pause
 //     window against a bare btrfs snapshot, restore in place and fork of 10
 //     against runsc and btrfs by hand;
-//   - memory (memory.go): memory checkpoint and restore in place at 64 MiB,
+//   - memory (memory*.go): memory checkpoint and restore in place at 64 MiB,
 //     512 MiB and 2 GiB of touched memory and fork of 10 from a memory
 //     checkpoint, against runsc checkpoint/restore by hand of the same
 //     sandbox and checkpoint; runsc's compression against none;
