@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&cfg.Listen, "listen", "", "ADDR:PORT of the API over HTTPS for API tokens (e.g. 0.0.0.0:7443); the unix socket stays, root only")
 	flag.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate of --listen (default: a self-signed one made in DATA-DIR/tls, its fingerprint logged)")
 	flag.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	flag.DurationVar(&cfg.BootReads, "boot-reads", accessorder.DefaultWindow, "how long after each boot a sandbox's reads are recorded, the order a lazy restore of its checkpoints fetches in first (see docs/lazy-restore.md); 0 records none")
 	flag.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()

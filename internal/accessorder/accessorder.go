@@ -9,7 +9,7 @@
 // recording runs): each event names the file read by a descriptor, whose
 // device and inode say which sandbox root it belongs to (every btrfs
 // subvolume has a device of its own). A recording keeps the inodes of its
-// root in the order they were first opened or read, and names them when it
+// root in the order they were first read, and names them when it
 // stops, by one walk of the root. What is recorded is files, not ranges:
 // fanotify's notification events carry no offsets.
 //
@@ -42,8 +42,10 @@ const (
 	DefaultMaxFiles = 10000
 )
 
-// watchMask is what is watched: a file opened or read.
-const watchMask = unix.FAN_OPEN | unix.FAN_ACCESS
+// watchMask is what is watched: a file read. Not its open: a lazy root's
+// filler opens every file to write it, and a file opened and never read
+// is nothing to fetch first.
+const watchMask = unix.FAN_ACCESS
 
 // Watcher is one fanotify group over one file system.
 type Watcher struct {
@@ -72,6 +74,8 @@ type Recording struct {
 	max   int
 	timer *time.Timer
 
+	ended chan struct{} // closed by end
+
 	mu       sync.Mutex
 	seen     map[uint64]bool
 	order    []uint64 // inodes, first read first
@@ -94,7 +98,7 @@ func (w *Watcher) Record(root string, window time.Duration, max int) (*Recording
 	if err := unix.Stat(root, &st); err != nil {
 		return nil, fmt.Errorf("record reads of %s: %w", root, err)
 	}
-	r := &Recording{w: w, root: root, dev: st.Dev, max: max, seen: map[uint64]bool{}}
+	r := &Recording{w: w, root: root, dev: st.Dev, max: max, seen: map[uint64]bool{}, ended: make(chan struct{})}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -240,6 +244,7 @@ func (r *Recording) end() {
 	}
 	r.stopped = true
 	r.mu.Unlock()
+	close(r.ended)
 	if r.timer != nil {
 		r.timer.Stop()
 	}
@@ -259,6 +264,9 @@ func (r *Recording) Done() bool {
 	defer r.mu.Unlock()
 	return r.stopped
 }
+
+// Ended is closed when the recording ends.
+func (r *Recording) Ended() <-chan struct{} { return r.ended }
 
 // Order is what a recording found: the files of the root, relative to it,
 // in the order they were first read.

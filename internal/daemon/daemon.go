@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/access"
 	"github.com/cairn-sandbox/cairn/internal/activity"
 	"github.com/cairn-sandbox/cairn/internal/agent"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
@@ -90,6 +91,9 @@ type Config struct {
 	// DefaultDisk is the disk size of a sandbox created without --disk;
 	// default DefaultDiskSize (at most the pool's size).
 	DefaultDisk int64
+	// BootReads is how long after each boot a sandbox's reads are
+	// recorded (package accessorder); 0 records none.
+	BootReads time.Duration
 	// PoolReserve is the part of the pool kept from sandboxes' data for
 	// the metadata of checkpoints and deletes; default volume.Reserve's.
 	PoolReserve int64
@@ -259,7 +263,16 @@ func Run(ctx context.Context, cfg Config) error {
 		defer netMgr.Close()
 		nets = netMgr
 	}
+	// One fanotify group over the pool records the reads of each boot,
+	// for the order of a lazy restore's fetch (package accessorder).
+	var reads *accessorder.Watcher
+	if cfg.BootReads > 0 {
+		reads = accessorder.NewWatcher(pool.Root())
+		defer reads.Close()
+	}
 	mgr, err := sandbox.NewManager(sandbox.Config{
+		Reads:       reads,
+		ReadsWindow: cfg.BootReads,
 		Networks:    nets,
 		Instances:   instances,
 		Catalog:     cat,

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/container"
 	"github.com/cairn-sandbox/cairn/internal/disks"
@@ -114,6 +115,11 @@ type Config struct {
 	HostID string
 	// Observer is told how checkpoints and restores went; nil: nobody.
 	Observer Observer
+	// Reads records in which order a sandbox reads its files after it
+	// boots (access.go), for ReadsWindow after each boot (0: the
+	// default); nil: nothing is recorded.
+	Reads       *accessorder.Watcher
+	ReadsWindow time.Duration
 }
 
 // Manager owns every sandbox of this host.
@@ -158,7 +164,12 @@ func NewManager(cfg Config) (*Manager, error) {
 	ex := &exclusion{cfg: cfg}
 	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}, lifeWake: make(chan struct{}, 1)}
 	m.run.died = m.sandboxDied
-	m.run.started = func(sb metadata.Sandbox) { m.rearm(context.Background(), sb) }
+	m.run.started = func(sb metadata.Sandbox, resumed bool) {
+		m.rearm(context.Background(), sb)
+		if !resumed {
+			m.recordReads(sb)
+		}
+	}
 	m.run.oomKilled = m.recordOOMKill
 	return m, nil
 }

@@ -44,8 +44,10 @@ type runner struct {
 	died      func(sb metadata.Sandbox, inst *instance, reason string)
 	oomKilled func(sb metadata.Sandbox, kill api.OOMKill)
 	// started is told of each container started (every start, restart,
-	// restore and wake), to count the sandbox's timeout from there.
-	started func(sb metadata.Sandbox)
+	// restore and wake), and whether it resumed from a memory image: the
+	// sandbox's timeout counts from there, and a boot's reads are
+	// recorded (access.go).
+	started func(sb metadata.Sandbox, resumed bool)
 }
 
 // detach takes sandbox id's instance out of the live ones and returns it
@@ -215,7 +217,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	r.cfg.Instances.put(sb.ID, inst)
 	undo.Success()
 	if r.started != nil {
-		r.started(sb)
+		r.started(sb, memImage != "")
 	}
 	return nil
 }

@@ -1,0 +1,65 @@
+package accessorder
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FileName is the name of the file, in a sandbox's host directory, that
+// keeps the order recorded at its last boot.
+const FileName = "access-order.json"
+
+// Save writes o to path atomically (a new file renamed over the old).
+func Save(path string, o Order) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// Load reads an order written by Save; a missing file is an empty order.
+func Load(path string) (Order, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Order{}, nil
+	}
+	if err != nil {
+		return Order{}, err
+	}
+	var o Order
+	if err := json.Unmarshal(b, &o); err != nil {
+		return Order{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return o.Clean(), nil
+}
+
+// Clean drops what is not a plain relative path inside a root (absolute,
+// with "..", empty) and repeats: an order read back from a file or a
+// manifest is only a hint, and a hint never names a path outside the tree
+// it is for.
+func (o Order) Clean() Order {
+	out := Order{Partial: o.Partial}
+	seen := map[string]bool{}
+	for _, f := range o.Files {
+		c := filepath.Clean(f)
+		if f == "" || filepath.IsAbs(c) || c == "." || c == ".." || strings.HasPrefix(c, "../") || seen[c] {
+			continue
+		}
+		seen[c] = true
+		out.Files = append(out.Files, c)
+	}
+	return out
+}
