@@ -24,9 +24,9 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/access"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/activity"
 	"github.com/cairn-sandbox/cairn/internal/agent"
-	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
