@@ -510,6 +510,11 @@ func CleanHost(dir string) error {
 	return m.RemoveHostState()
 }
 
+// LinkPrefix is how the host-side links of the cairnd whose network
+// directory is dir begin: what it may create, sweep and delete, and
+// nothing else.
+func LinkPrefix(dir string) string { return hostTableFor(dir).linkPrefix }
+
 // hostTableFor names the host table and links of the cairnd whose network
 // directory is dir.
 func hostTableFor(dir string) hostTable {

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/network"
 )
 
 // A sandbox reaches the test internet under its rules; what it must never
@@ -125,9 +126,11 @@ func (d *daemon) checkNoNetworkLeft() {
 	if strings.Contains(string(mounts), filepath.Join(d.dataDir, "net")+"/") {
 		d.t.Errorf("network namespaces still bound under %s", filepath.Join(d.dataDir, "net"))
 	}
+	// Only this cairnd's links: another run's leftovers are not this one's.
+	ours := network.LinkPrefix(filepath.Join(d.dataDir, "net"))
 	links, _ := netlink.LinkList()
 	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, "cn") && l.Attrs().Name != d.internet.Uplink {
+		if strings.HasPrefix(l.Attrs().Name, ours) {
 			d.t.Errorf("link left: %s", l.Attrs().Name)
 		}
 	}
