@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -113,6 +114,26 @@ func TestMemoryCheckpointRestoresFromOffsite(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "tmp"))
 	for _, e := range entries {
 		t.Errorf("left in the pool's work area after the restore: %s", e.Name())
+	}
+
+	// A saved session whose local copy was lost (wiped by hand) resumes
+	// all the same, from its memory image fetched from off-site.
+	d.mustCLI("stop", "copy", "--snapshot")
+	var sb api.Sandbox
+	json.Unmarshal([]byte(d.mustCLI("--json", "info", "copy")), &sb)
+	saved := d.waitOffsite("copy", sb.SavedSession, "uploaded ×2", 2*time.Minute)
+	for _, dir := range []string{"checkpoints", "memory"} {
+		p := filepath.Join(d.dataDir, "pool", dir, saved.GlobalID)
+		if out, err := exec.Command("btrfs", "subvolume", "delete", p).CombinedOutput(); err != nil {
+			t.Fatalf("wipe %s: %v: %s", p, err, out)
+		}
+	}
+	d.mustCLI("start", "copy")
+	if n := d.count("copy"); n < resumed || n > resumed+200 {
+		t.Fatalf("the saved session resumed from off-site counts from %d; it was past %d when saved", n, resumed)
+	}
+	if state, ppid := processState(t, d, "copy", pid); state == "" || ppid != 1 {
+		t.Fatalf("the counting process (pid %d) did not resume from the saved session: state %q ppid %d", pid, state, ppid)
 	}
 
 	// In place, the same: the sandbox goes back to v0's processes.
