@@ -136,9 +136,10 @@ type RestoreRequest struct {
 	// DiskOnly restores only the disk of a memory checkpoint: the sandbox
 	// boots instead of resuming the checkpoint's processes.
 	DiskOnly bool `json:"disk_only,omitempty"`
-	// FromOffsite rebuilds the disk from the off-site repository instead
-	// of the local copy (which is what happens anyway when the local copy
-	// is gone). Memory is not kept off-site: the sandbox boots.
+	// FromOffsite rebuilds the disk, and a memory checkpoint's memory
+	// image, from the off-site repository instead of the local copy (which
+	// is what happens anyway when the local copy is gone); the processes
+	// of a memory checkpoint resume as from a local one.
 	FromOffsite bool `json:"from_offsite,omitempty"`
 }
 

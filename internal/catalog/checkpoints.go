@@ -439,8 +439,6 @@ func (c *Catalog) EvictCheckpoint(ctx context.Context, account, name, ref string
 		case "":
 		case localtier.Current, localtier.Resumes:
 			return api.Checkpoint{}, errdefs.New(api.CodeCheckpointCurrent, "the local copy of checkpoint %s stays: %s", ck.Seq, why)
-		case localtier.HasMemory:
-			return api.Checkpoint{}, errdefs.New(api.CodeInvalidArgument, "the local copy of checkpoint %s stays: %s", ck.Seq, why)
 		default:
 			return api.Checkpoint{}, errdefs.New(api.CodeNotOffsite, "the local copy of checkpoint %s stays: %s (cairn checkpoint info %s %s shows its off-site state)", ck.Seq, why, sb.Name, ck.Seq)
 		}

@@ -468,11 +468,13 @@ it until it runs; NAME and the checkpoint are not touched.
 
 // fromOffsiteHelp and fromOffsiteUsage explain --from-offsite.
 const (
-	fromOffsiteHelp = `--from-offsite rebuilds the checkpoint's disk from the account's off-site
-repository, verifying every chunk, instead of reading the local copy; a
-restore does that by itself when the local copy is gone. Memory images are
-not kept off-site: the sandbox boots from the restored disk.`
-	fromOffsiteUsage = "rebuild the disk from the off-site copy instead of the local one"
+	fromOffsiteHelp = `--from-offsite rebuilds the checkpoint's disk, and a memory checkpoint's
+memory image, from the account's off-site repository, verifying every
+chunk, instead of reading the local copy; a restore does that by itself
+when the local copy is gone. A memory checkpoint's processes resume from
+the fetched image as from a local one (with --disk-only, only the disk is
+fetched and the sandbox boots).`
+	fromOffsiteUsage = "rebuild the disk (and memory image) from the off-site copy instead of the local one"
 )
 
 // newRollbackCommand returns cairn rollback: restore in place and wait

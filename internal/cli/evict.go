@@ -15,10 +15,13 @@ func newCheckpointEvictCommand(g *globalOptions) *cobra.Command {
 the pool. The checkpoint stays listed ("off-site only" under STORED) and a
 restore, or a fork after one, reads it from off-site.
 
-Refused unless both off-site locations hold it ("uploaded ×2"), and for a
-sandbox's current checkpoint, the saved session a stopped sandbox resumes
-from, and a memory checkpoint (its memory image is kept on this host
-only). cairnd drops local copies by itself too, by the account's local-tier
+A memory checkpoint's memory image goes too: restored from off-site, its
+processes resume from the image fetched there.
+
+Refused unless both off-site locations hold it ("uploaded ×2": its disk
+and, for a memory checkpoint, its memory image), and for a sandbox's
+current checkpoint and the saved session a stopped sandbox resumes from.
+cairnd drops local copies by itself too, by the account's local-tier
 policy (default: each sandbox's newest 5 and everything of the last 24
 hours stay), and oldest first when the pool runs low. --json prints the
 checkpoint.`,

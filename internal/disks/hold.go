@@ -222,3 +222,17 @@ func (d *Disks) DiskBytes(ctx context.Context, dir string) int64 {
 
 // Path is the held disk's directory (Held.Disk).
 func (h *Held) Path() string { return h.Disk }
+
+// MemoryDir is the held memory checkpoint's image, checked as by
+// MemoryImage; "" for a checkpoint without one or whose image is missing
+// or damaged.
+func (h *Held) MemoryDir() string {
+	if !h.Checkpoint.HasMemory {
+		return ""
+	}
+	dir, err := h.MemoryImage()
+	if err != nil {
+		return ""
+	}
+	return dir
+}

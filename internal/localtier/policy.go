@@ -5,8 +5,9 @@
 // restore reads it from off-site. When the pool runs low, the oldest
 // local copies that off-site holds go first, policy or not. Never a
 // checkpoint that is not off-site ×2, never a sandbox's current checkpoint
-// or the saved session it resumes from, never a memory checkpoint (its
-// memory image is kept on this host only). The decision is a pure
+// or the saved session it resumes from. A memory checkpoint goes like any
+// other, disk and memory image (both are off-site: restored from there, its
+// processes resume). The decision is a pure
 // function of the checkpoints, the sandboxes and the clock (Plan); Tier
 // applies it on the scheduler's tick, and Refuse says why a checkpoint's
 // copy may not be dropped by hand (cairn checkpoint evict).
@@ -93,7 +94,6 @@ const (
 	NotOffsite = "both off-site locations do not hold it yet"
 	Current    = "it is a sandbox's current checkpoint (its disk was restored or forked from it)"
 	Resumes    = "a stopped sandbox resumes from it"
-	HasMemory  = "it holds a memory image, which is kept on this host only"
 )
 
 // Refuse says why checkpoint ck's local copy may not be dropped, "" when
@@ -120,8 +120,6 @@ func refusal(ck metadata.Checkpoint, pinned map[string]string, both func(metadat
 	switch {
 	case pinned[ck.ID] != "":
 		return pinned[ck.ID]
-	case ck.HasMemory || ck.MemoryPath != "":
-		return HasMemory
 	case both == nil || !both(ck):
 		return NotOffsite
 	}

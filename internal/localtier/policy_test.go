@@ -41,14 +41,15 @@ func TestPlan(t *testing.T) {
 		t.Fatalf("ifLow %v, want c4..c7", got)
 	}
 
-	// A current checkpoint, the saved session a sandbox resumes from, a
-	// memory checkpoint and one already without a local copy never show.
+	// A current checkpoint, the saved session a sandbox resumes from and
+	// one already without a local copy never show; a memory checkpoint
+	// goes as any other (its memory image is off-site too).
 	cks[0].HasMemory, cks[0].MemoryPath = true, "memory/c0"
 	cks[2].DiskPath = ""
 	sbs = []metadata.Sandbox{{ID: "s", CurrentCheckpoint: "c1"}, {ID: "other", ResumeCheckpoint: "c4"}}
 	evict, ifLow = Plan(Policy{KeepNewest: -1, KeepFor: -1}, Facts{Checkpoints: cks, Sandboxes: sbs, Both: both, Now: now})
-	if got := ids(evict); !slices.Equal(got, []string{"c5", "c6", "c7"}) || len(ifLow) != 0 {
-		t.Fatalf("evict %v ifLow %v, want c5 c6 c7 and none", got, ids(ifLow))
+	if got := ids(evict); !slices.Equal(got, []string{"c0", "c5", "c6", "c7"}) || len(ifLow) != 0 {
+		t.Fatalf("evict %v ifLow %v, want c0 c5 c6 c7 and none", got, ids(ifLow))
 	}
 
 	// Only by age: keep 3 days.
@@ -74,7 +75,8 @@ func TestRefuse(t *testing.T) {
 		{ck, nil, nil, NotOffsite},
 		{ck, []metadata.Sandbox{{CurrentCheckpoint: "c"}}, yes, Current},
 		{ck, []metadata.Sandbox{{ResumeCheckpoint: "c"}}, yes, Resumes},
-		{metadata.Checkpoint{ID: "c", HasMemory: true}, nil, yes, HasMemory},
+		{metadata.Checkpoint{ID: "c", DiskPath: "checkpoints/c", HasMemory: true, MemoryPath: "memory/c"}, nil, yes, ""},
+		{metadata.Checkpoint{ID: "c", DiskPath: "checkpoints/c", HasMemory: true, MemoryPath: "memory/c"}, []metadata.Sandbox{{ResumeCheckpoint: "c"}}, yes, Resumes},
 	} {
 		if got := Refuse(tc.ck, tc.sbs, tc.both); got != tc.want {
 			t.Errorf("Refuse(%+v, %+v) = %q, want %q", tc.ck, tc.sbs, got, tc.want)

@@ -540,6 +540,13 @@ type Store interface {
 	// the same transaction. Setting the path the checkpoint has already
 	// succeeds and changes nothing.
 	SetCheckpointDisk(ctx context.Context, id, diskPath string) error
+	// DropLocalCopy records that the checkpoint has no local copy any
+	// more (it was let go once off-site): its DiskPath and MemoryPath
+	// become "" and those that were not "" go on DiskDeletes, in one
+	// transaction. HasMemory stays: the memory image is off-site.
+	// ErrNotFound if no checkpoint has that id; a checkpoint without a
+	// local copy is left as it is.
+	DropLocalCopy(ctx context.Context, id string) error
 	// DiskDeletes returns the paths in the pool that are to be deleted,
 	// oldest first (by QueuedAt, then in the order they were queued): the
 	// disks and memory images that checkpoints named when they were

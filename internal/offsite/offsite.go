@@ -52,6 +52,10 @@ type Disks interface {
 // Held is a disk lent under a lease.
 type Held interface {
 	Path() string
+	// MemoryDir is the checkpoint's memory image, lent with its disk and
+	// checked (runsc's files are there); "" for a checkpoint without one,
+	// or whose image is missing or damaged.
+	MemoryDir() string
 	Context() context.Context
 	Release()
 }
@@ -109,6 +113,10 @@ type Service struct {
 	freshKey bool // this daemon made the key file: no repository can exist for it yet
 
 	metas map[string]remoteMeta // manifest → what it says (manifests never change)
+	// memoryLost: memory checkpoints whose upload found no usable memory
+	// image here; their manifest holds the disk only, and that is all
+	// that can go off-site (not tried again until a restart).
+	memoryLost map[string]bool
 }
 
 type transfer struct {
@@ -153,7 +161,7 @@ func (b *backoff) due(now time.Time) bool { return !now.Before(b.next) }
 // disk. cfg must have its defaults (Config.WithDefaults).
 func New(cfg Config, store metadata.Store, account metadata.Account, disk Disks, now func() time.Time) *Service {
 	return &Service{cfg: cfg, store: store, account: account, disk: disk, now: now, wake: make(chan struct{}, 1),
-		ckFail: map[string]*ckFailure{}, locErr: map[string]error{}, locRetry: map[string]*backoff{}}
+		ckFail: map[string]*ckFailure{}, locErr: map[string]error{}, locRetry: map[string]*backoff{}, memoryLost: map[string]bool{}}
 }
 
 // Enabled reports whether off-site copies are on.
@@ -237,6 +245,7 @@ func (s *Service) step(ctx context.Context) bool {
 	}
 	defer s.refreshHolders(r)
 	s.forgetFailures(cks)
+	s.learnMemory(ctx, r, cks)
 	s.deleteQueued(ctx, r, cks)
 	if s.uploadNext(ctx, r, cks) {
 		return true
@@ -430,7 +439,7 @@ func (s *Service) uploadNext(ctx context.Context, r *repo.Repository, cks []meta
 	s.mu.Lock()
 	for i := range cks {
 		ck := &cks[i]
-		if ck.OffsiteManifest != "" || ck.OffsiteUnstorable != "" {
+		if ck.OffsiteManifest != "" && !s.lacksMemoryLocked(*ck) || ck.OffsiteUnstorable != "" {
 			continue
 		}
 		if f := s.ckFail[ck.ID]; f != nil && (f.final || !f.retry.due(now)) {
@@ -487,7 +496,14 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	s.upload = t
 	s.mu.Unlock()
 	dir := held.Path()
-	opts := repo.BackupOptions{Meta: metaOf(ck)}
+	opts := repo.BackupOptions{Meta: metaOf(ck), MemoryDir: held.MemoryDir()}
+	if ck.HasMemory && opts.MemoryDir == "" {
+		// Its disk goes up all the same: it is all there is to restore.
+		log.Warn("off-site: the checkpoint's memory image is missing or damaged here; uploading its disk alone")
+		s.mu.Lock()
+		s.memoryLost[ck.ID] = true
+		s.mu.Unlock()
+	}
 	if p := s.parentOf(ctx, r, ck, cks); p != nil {
 		opts.Parent = &repo.ManifestRef{ID: p.OffsiteManifest}
 		// The parent's disk too, if it is still here: changed files then
@@ -498,6 +514,9 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 		}
 	}
 	total := s.disk.DiskBytes(ctx, dir)
+	if opts.MemoryDir != "" {
+		total += s.disk.DiskBytes(ctx, opts.MemoryDir)
+	}
 	start := s.now()
 	s.mu.Lock()
 	t.prog = api.TransferProgress{BytesTotal: total, StartedAt: start}
@@ -545,6 +564,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 		return
 	}
 	s.refreshHolders(r) // before the row names the manifest, so Status never shows ×0
+	s.knowMeta(ref.ID, ck, opts.MemoryDir != "")
 	// Committed: record it even if the upload was cancelled meanwhile (the
 	// checkpoint's delete then queues the manifest for deletion).
 	rctx := context.WithoutCancel(ctx)
@@ -564,7 +584,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	delete(s.ckFail, ck.ID)
 	s.mu.Unlock()
 	took := s.now().Sub(start)
-	log.Info("off-site: uploaded", "manifest", ref.ID[:12], "files_read", st.FilesRead, "read", st.BytesRead, "unread_shared", st.BytesShared,
+	log.Info("off-site: uploaded", "manifest", ref.ID[:12], "memory", opts.MemoryDir != "", "files_read", st.FilesRead, "read", st.BytesRead, "unread_shared", st.BytesShared,
 		"new_chunks", st.ChunksNew, "sent", st.BytesUploaded, "took", took.Round(time.Millisecond), "failed_locations", len(st.Failed))
 }
 

@@ -24,9 +24,10 @@ import (
 
 // dirDisks lends checkpoint disks that are plain directories.
 type dirDisks struct {
-	mu    sync.Mutex
-	dirs  map[string]string // checkpoint id → directory
-	holds int
+	mu     sync.Mutex
+	dirs   map[string]string // checkpoint id → directory
+	memory map[string]string // checkpoint id → memory image directory
+	holds  int
 }
 
 func (d *dirDisks) Open(ctx context.Context, ck metadata.Checkpoint, purpose string) (Held, error) {
@@ -37,13 +38,15 @@ func (d *dirDisks) Open(ctx context.Context, ck metadata.Checkpoint, purpose str
 		return nil, fmt.Errorf("checkpoint %s: %w", ck.ID, disks.ErrLocalGone)
 	}
 	d.holds++
-	return heldDir{dir}, nil
+	return heldDir{dir, d.memory[ck.ID]}, nil
 }
 
-// heldDir is a directory lent with a lease that is never revoked.
-type heldDir struct{ dir string }
+// heldDir is a directory (and memory image) lent with a lease that is
+// never revoked.
+type heldDir struct{ dir, memory string }
 
 func (h heldDir) Path() string             { return h.dir }
+func (h heldDir) MemoryDir() string        { return h.memory }
 func (h heldDir) Context() context.Context { return context.Background() }
 func (h heldDir) Release()                 {}
 
@@ -79,7 +82,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := store.CreateSandbox(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, dir: dir, store: store, acct: acct, sb: sb, disks: &dirDisks{dirs: map[string]string{}}}
+	f := &fixture{t: t, dir: dir, store: store, acct: acct, sb: sb, disks: &dirDisks{dirs: map[string]string{}, memory: map[string]string{}}}
 	f.cfg, err = Config{RetryMax: Duration(time.Millisecond)}.WithDefaults(dir)
 	if err != nil {
 		t.Fatal(err)

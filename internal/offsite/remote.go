@@ -42,6 +42,9 @@ type remoteMeta struct {
 	Created     time.Time `json:"created"`
 
 	readErr string // why the manifest says nothing usable; not stored
+	// memory: the manifest holds the memory image (repo.ManifestInfo.Memory);
+	// not stored in the metadata, read from the manifest itself.
+	memory bool
 }
 
 // Bounds of the free text a manifest carries: what is longer is cut, so
@@ -92,6 +95,7 @@ func (s *Service) meta(ctx context.Context, r *repo.Repository, ref repo.Manifes
 			m = remoteMeta{Created: info.Created, readErr: fmt.Sprintf("its metadata is not of a known form (format %d, %v)", m.Format, err)}
 		}
 	}
+	m.memory = info.Memory
 	s.mu.Lock()
 	if s.metas == nil {
 		s.metas = map[string]remoteMeta{}
@@ -99,6 +103,65 @@ func (s *Service) meta(ctx context.Context, r *repo.Repository, ref repo.Manifes
 	s.metas[ref.ID] = m
 	s.mu.Unlock()
 	return m
+}
+
+// knowMeta caches what the manifest just uploaded for ck says, without
+// reading it back.
+func (s *Service) knowMeta(manifest string, ck metadata.Checkpoint, memory bool) {
+	var m remoteMeta
+	if json.Unmarshal(metaOf(ck), &m) != nil {
+		return
+	}
+	m.memory = memory
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metas == nil {
+		s.metas = map[string]remoteMeta{}
+	}
+	s.metas[manifest] = m
+}
+
+// Memory images go off-site in the checkpoint's manifest (since manifest
+// version 3). A memory checkpoint uploaded before holds its disk only
+// there: while its memory image is still here, it is uploaded again (the
+// new manifest replaces the old, which is deleted; only what the
+// repository lacks goes up) and, until then, it is not off-site.
+
+// learnMemory reads, once, whether the manifests of the memory
+// checkpoints among cks that keep their image here hold it.
+func (s *Service) learnMemory(ctx context.Context, r *repo.Repository, cks []metadata.Checkpoint) {
+	for _, ck := range cks {
+		if !ck.HasMemory || ck.MemoryPath == "" || ck.OffsiteManifest == "" {
+			continue
+		}
+		s.mu.Lock()
+		_, known := s.metas[ck.OffsiteManifest]
+		s.mu.Unlock()
+		if !known {
+			s.meta(ctx, r, repo.ManifestRef{ID: ck.OffsiteManifest})
+		}
+	}
+}
+
+// memoryState says whether ck's off-site copy lacks the memory image it
+// has here (lacks), and whether that is known yet (known: the manifest was
+// read). s.mu is held.
+func (s *Service) memoryStateLocked(ck metadata.Checkpoint) (lacks, known bool) {
+	if !ck.HasMemory || ck.MemoryPath == "" || ck.OffsiteManifest == "" || s.memoryLost[ck.ID] {
+		return false, true
+	}
+	m, ok := s.metas[ck.OffsiteManifest]
+	if !ok {
+		return false, false
+	}
+	return !m.memory, true
+}
+
+// lacksMemoryLocked reports whether ck's off-site copy is known to lack
+// the memory image it has here. s.mu is held.
+func (s *Service) lacksMemoryLocked(ck metadata.Checkpoint) bool {
+	lacks, known := s.memoryStateLocked(ck)
+	return known && lacks
 }
 
 // Remote lists every checkpoint the repository holds, oldest first, and
@@ -117,7 +180,7 @@ func (s *Service) Remote(ctx context.Context) ([]api.RemoteCheckpoint, error) {
 		m := s.meta(ctx, r, ref)
 		rc := api.RemoteCheckpoint{Manifest: ref.ID, Locations: r.Holders(ref), GlobalID: m.ID, Sandbox: m.SandboxName,
 			SandboxID: m.SandboxID, ID: m.Seq, Name: m.Name, Trigger: m.Trigger, Consistency: m.Consistency,
-			Comment: m.Comment, Label: m.Label, Image: m.Image, HasMemory: m.HasMemory, CreatedAt: m.Created, Error: m.readErr}
+			Comment: m.Comment, Label: m.Label, Image: m.Image, HasMemory: m.HasMemory && m.memory, CreatedAt: m.Created, Error: m.readErr}
 		if rc.Locations == nil {
 			rc.Locations = []string{}
 		}
@@ -200,9 +263,10 @@ func (s *Service) Import(ctx context.Context, req api.ImportRequest) ([]metadata
 		}
 		ck := metadata.Checkpoint{ID: m.ID, AccountID: s.account.ID, SandboxID: m.SandboxID, SandboxName: m.SandboxName,
 			Seq: m.Seq, Name: m.Name, Trigger: m.Trigger, Consistency: m.Consistency, Comment: m.Comment, Label: m.Label,
-			Image: m.Image, CreatedAt: m.Created, OffsiteManifest: id}
-		// Memory images do not go off-site: imported, it restores its
-		// disk and boots.
+			Image: m.Image, CreatedAt: m.Created, OffsiteManifest: id,
+			// A manifest from before memory images went off-site holds
+			// the disk only: imported, it restores its disk and boots.
+			HasMemory: m.HasMemory && m.memory}
 		stored, err := s.store.ImportCheckpoint(ctx, ck)
 		if errors.Is(err, metadata.ErrConflict) && ck.Name != "" {
 			if _, byName := s.store.CheckpointByName(ctx, s.account.ID, ck.Name); byName == nil {

@@ -23,7 +23,9 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := &api.OffsiteDetail{Manifest: ck.OffsiteManifest}
-	if ck.OffsiteManifest == "" {
+	// A memory checkpoint whose manifest lacks the memory image it has
+	// here is not off-site yet: it waits for its upload as a new one does.
+	if lacks := s.lacksMemoryLocked(ck); ck.OffsiteManifest == "" || lacks {
 		state := api.OffsitePending
 		switch f := s.ckFail[ck.ID]; {
 		case s.upload != nil && s.upload.ck == ck.ID:
@@ -40,6 +42,8 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 			state, d.Error = api.OffsiteFailed, s.repoErr.Error()
 		case s.repo == nil && s.repoErr != nil:
 			d.Error = "waiting: " + s.repoErr.Error()
+		case lacks:
+			d.Error = "waiting: its disk is off-site, its memory image not yet (uploaded before memory images went off-site)"
 		}
 		for _, name := range s.Locations() {
 			loc := api.OffsiteLocation{Name: name, State: state}
@@ -74,13 +78,17 @@ func (s *Service) Status(ck metadata.Checkpoint) (string, *api.OffsiteDetail) {
 	return fmt.Sprintf("%s ×%d", api.OffsiteUploaded, len(holders)), d
 }
 
-// Complete reports whether every location holds checkpoint ck.
+// Complete reports whether every location holds checkpoint ck: its disk,
+// and its memory image if it has one here.
 func (s *Service) Complete(ck metadata.Checkpoint) bool {
 	if s.cfg.Disabled || ck.OffsiteManifest == "" {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if lacks, known := s.memoryStateLocked(ck); lacks || !known {
+		return false
+	}
 	return s.repo != nil && len(s.holders[ck.OffsiteManifest]) == len(s.cfg.Locations)
 }
 
@@ -105,6 +113,18 @@ func (s *Service) opened(ctx context.Context) (*repo.Repository, error) {
 // or missing), verifying every chunk. progress, if not nil, is called as
 // the restore goes.
 func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(api.TransferProgress)) error {
+	return s.restoreTree(ctx, ck, dir, false, progress)
+}
+
+// RestoreMemory rebuilds checkpoint ck's memory image from the repository
+// in dir (empty or missing), byte for byte, verifying every chunk; K04
+// when its manifest holds none (uploaded before memory images went
+// off-site: its disk restores alone). progress as for Restore.
+func (s *Service) RestoreMemory(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(api.TransferProgress)) error {
+	return s.restoreTree(ctx, ck, dir, true, progress)
+}
+
+func (s *Service) restoreTree(ctx context.Context, ck metadata.Checkpoint, dir string, memory bool, progress func(api.TransferProgress)) error {
 	r, err := s.opened(ctx)
 	if err != nil {
 		return err
@@ -114,9 +134,13 @@ func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir strin
 		state, _ := s.Status(ck)
 		return errdefs.New(api.CodeNotOffsite, "checkpoint %s/%s is not off-site (state %s)", ck.SandboxName, ck.Seq, state)
 	}
+	what := "restore"
+	if memory {
+		what = "restore of the memory image"
+	}
 	start := s.now()
 	var last time.Time
-	err = r.Restore(ctx, ref, dir, repo.RestoreOptions{Progress: func(st repo.RestoreStats) {
+	err = r.Restore(ctx, ref, dir, repo.RestoreOptions{Memory: memory, Progress: func(st repo.RestoreStats) {
 		now := s.now()
 		if progress == nil || now.Sub(last) < time.Second && st.BytesWritten < st.BytesTotal {
 			return
@@ -132,12 +156,16 @@ func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir strin
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, repo.ErrNoMemory) {
+			return errdefs.New(api.CodeMemoryImageBad, "the off-site copy of checkpoint %s/%s holds no memory image (it was uploaded before memory images went off-site); restore its disk alone with --disk-only",
+				ck.SandboxName, ck.Seq)
+		}
 		if errors.Is(err, repo.ErrUnreachable) {
 			// Not damage: a location failed to answer. Later may work.
-			return errdefs.New(api.CodeOffsiteUnavailable, "restore of checkpoint %s/%s from off-site failed: the locations could not be read now (try again): %s",
-				ck.SandboxName, ck.Seq, errText(err))
+			return errdefs.New(api.CodeOffsiteUnavailable, "%s of checkpoint %s/%s from off-site failed: the locations could not be read now (try again): %s",
+				what, ck.SandboxName, ck.Seq, errText(err))
 		}
-		return errdefs.New(api.CodeOffsiteFailed, "restore of checkpoint %s/%s from off-site failed: %v", ck.SandboxName, ck.Seq, err)
+		return errdefs.New(api.CodeOffsiteFailed, "%s of checkpoint %s/%s from off-site failed: %v", what, ck.SandboxName, ck.Seq, err)
 	}
 	return nil
 }
@@ -146,14 +174,25 @@ func (s *Service) Restore(ctx context.Context, ck metadata.Checkpoint, dir strin
 // the end, the bytes written of those to write (phase fetch) with a line
 // for people.
 func (s *Service) RestoreWithProgress(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(p api.Progress, line string)) error {
-	var fn func(api.TransferProgress)
-	if progress != nil {
-		fn = func(t api.TransferProgress) {
-			progress(api.Progress{Phase: api.PhaseFetch, Done: t.BytesDone, Total: t.BytesTotal, Unit: api.UnitBytes, Rate: t.BytesPerSec},
-				fmt.Sprintf("Fetched %s of %s (%s/s)", formatBytes(t.BytesDone), formatBytes(t.BytesTotal), formatBytes(int64(t.BytesPerSec))))
-		}
+	return s.Restore(ctx, ck, dir, fetchLines(progress, "Fetched"))
+}
+
+// RestoreMemoryWithProgress is RestoreMemory reporting as
+// RestoreWithProgress does.
+func (s *Service) RestoreMemoryWithProgress(ctx context.Context, ck metadata.Checkpoint, dir string, progress func(p api.Progress, line string)) error {
+	return s.RestoreMemory(ctx, ck, dir, fetchLines(progress, "Fetched memory image:"))
+}
+
+// fetchLines turns transfer progress into fetch progress with a line for
+// people beginning with what; nil for nil.
+func fetchLines(progress func(p api.Progress, line string), what string) func(api.TransferProgress) {
+	if progress == nil {
+		return nil
 	}
-	return s.Restore(ctx, ck, dir, fn)
+	return func(t api.TransferProgress) {
+		progress(api.Progress{Phase: api.PhaseFetch, Done: t.BytesDone, Total: t.BytesTotal, Unit: api.UnitBytes, Rate: t.BytesPerSec},
+			fmt.Sprintf("%s %s of %s (%s/s)", what, formatBytes(t.BytesDone), formatBytes(t.BytesTotal), formatBytes(int64(t.BytesPerSec))))
+	}
 }
 
 // formatBytes renders n in binary units for progress lines: "512 B",

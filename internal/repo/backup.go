@@ -95,6 +95,13 @@ type BackupOptions struct {
 	// manifest.MaxMeta bytes): what the writer wants a reader without its
 	// own records to know of the checkpoint. Read back by Meta.
 	Meta []byte
+	// MemoryDir, if set, is the checkpoint's memory image (a directory,
+	// read-only while the backup runs), stored as the manifest's second
+	// tree (Manifest.Memory) and restored with RestoreOptions.Memory. Its
+	// files are read whole, never from Parent (each image is a new file),
+	// and chunked like any file: successive images of one sandbox share
+	// most of their chunks, which are stored once.
+	MemoryDir string
 }
 
 // Backup stores the tree at srcDir as a new checkpoint and returns its
@@ -115,7 +122,7 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 	b := &backupRun{r: r, ctx: ctx, failed: map[*location]error{}, pending: map[crypto.ID]bool{},
 		uploaded: map[*location]map[string]bool{}, sem: make(chan struct{}, uploadsInFlight), progress: opts.Progress,
 		chunkBufs: sync.Pool{New: func() any { b := make([]byte, 0, chunker.MaxSize); return &b }}}
-	ref, err := b.run(srcDir, opts.Parent, opts.ParentDir, opts.Meta)
+	ref, err := b.run(srcDir, opts)
 	if b.parentDir != nil {
 		b.parentDir.Close()
 	}
@@ -128,8 +135,9 @@ func (r *Repository) Backup(ctx context.Context, srcDir string, opts BackupOptio
 	return ref, b.snapshot(), err
 }
 
-func (b *backupRun) run(srcDir string, parent *ManifestRef, parentDir string, meta []byte) (ManifestRef, error) {
+func (b *backupRun) run(srcDir string, opts BackupOptions) (ManifestRef, error) {
 	r, ctx := b.r, b.ctx
+	parent, parentDir := opts.Parent, opts.ParentDir
 	for _, l := range r.locs {
 		if l.err != nil {
 			b.failed[l] = fmt.Errorf("location unavailable: %w", l.err)
@@ -175,9 +183,20 @@ func (b *backupRun) run(srcDir string, parent *ManifestRef, parentDir string, me
 	if parent == nil {
 		b.level = compress.Better
 	}
-	m := &manifest.Manifest{Created: time.Now().UnixNano(), Meta: meta}
+	m := &manifest.Manifest{Created: time.Now().UnixNano(), Meta: opts.Meta}
 	b.startSealers(min(runtime.GOMAXPROCS(0), maxSealers))
-	err := b.walk(srcDir, m)
+	err := b.walk(srcDir, &m.Nodes)
+	if err == nil && opts.MemoryDir != "" {
+		// Nothing of the parent applies to another tree.
+		b.parent = nil
+		if b.parentDir != nil {
+			b.parentDir.Close()
+			b.parentDir = nil
+		}
+		if err = b.walk(opts.MemoryDir, &m.Memory); err != nil {
+			err = fmt.Errorf("memory image: %w", err)
+		}
+	}
 	if err != nil {
 		b.abort.Store(true)
 	}
@@ -286,7 +305,8 @@ type sealJob struct {
 	chunk *[]byte
 }
 
-func (b *backupRun) walk(src string, m *manifest.Manifest) error {
+// walk adds the tree at src to nodes.
+func (b *backupRun) walk(src string, nodes *[]manifest.Node) error {
 	root, err := hosttree.OpenRoot(src)
 	if err != nil {
 		return err
@@ -312,7 +332,7 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 			if e.Stat.Nlink > 1 {
 				key := [2]uint64{e.Stat.Dev, e.Stat.Ino}
 				if first, ok := links[key]; ok {
-					m.Nodes = append(m.Nodes, manifest.Node{Path: n.Path, Type: manifest.Hardlink, Target: first})
+					*nodes = append(*nodes, manifest.Node{Path: n.Path, Type: manifest.Hardlink, Target: first})
 					return nil
 				}
 				links[key] = n.Path
@@ -322,7 +342,7 @@ func (b *backupRun) walk(src string, m *manifest.Manifest) error {
 				return err
 			}
 		}
-		m.Nodes = append(m.Nodes, n)
+		*nodes = append(*nodes, n)
 		return nil
 	})
 }
@@ -832,15 +852,17 @@ func (b *backupRun) commitTo(l *location, m *manifest.Manifest) error {
 		}
 		has[p.Name] = true
 	}
-	for i := range m.Nodes {
-		for _, c := range m.Nodes[i].Chunks {
-			if b.pending[c.ID] {
-				continue
-			}
-			if ref, ok := r.blobs[c.ID]; !ok || !has[ref.pack] {
-				return fmt.Errorf("lacks the pack of chunk %s (repair it from the other location)", c.ID)
-			}
+	var lacks error
+	m.EachChunk(func(c manifest.Chunk) {
+		if lacks != nil || b.pending[c.ID] {
+			return
 		}
+		if ref, ok := r.blobs[c.ID]; !ok || !has[ref.pack] {
+			lacks = fmt.Errorf("lacks the pack of chunk %s (repair it from the other location)", c.ID)
+		}
+	})
+	if lacks != nil {
+		return lacks
 	}
 	h := &index.Head{
 		Manifests: append(slices.Clone(l.head.Manifests), b.mName),

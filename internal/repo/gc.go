@@ -57,11 +57,7 @@ func (r *Repository) collect(ctx context.Context, drop map[string]bool) error {
 		if err != nil {
 			return fmt.Errorf("gc: manifest %s: %w", name, err)
 		}
-		for i := range m.Nodes {
-			for _, c := range m.Nodes[i].Chunks {
-				live[c.ID] = true
-			}
-		}
+		m.EachChunk(func(c manifest.Chunk) { live[c.ID] = true })
 	}
 	// A tombstone may go once every head is known and none lists its manifest.
 	prune := map[string]bool{}

@@ -617,6 +617,12 @@ func (r *Repository) location(name string) (*location, error) {
 type ManifestInfo struct {
 	Created time.Time // when the backup was made
 	Meta    []byte    // BackupOptions.Meta; nil if none was given
+	// Memory says the manifest holds a memory image (BackupOptions.MemoryDir).
+	Memory bool
+	// DiskBytes and MemoryBytes are the data the disk's tree and the
+	// memory image hold (regular files, less their holes): what a
+	// restore of each writes.
+	DiskBytes, MemoryBytes int64
 }
 
 // Info reads the manifest of ref (authenticated, from the first location
@@ -630,7 +636,17 @@ func (r *Repository) Info(ctx context.Context, ref ManifestRef) (ManifestInfo, e
 	if err != nil {
 		return ManifestInfo{}, fmt.Errorf("manifest %s: %w", ref.ID, err)
 	}
-	return ManifestInfo{Created: time.Unix(0, m.Created), Meta: m.Meta}, nil
+	return ManifestInfo{Created: time.Unix(0, m.Created), Meta: m.Meta, Memory: len(m.Memory) > 0,
+		DiskBytes: dataBytes(m.Nodes), MemoryBytes: dataBytes(m.Memory)}, nil
+}
+
+// dataBytes is the data of a tree's regular files.
+func dataBytes(nodes []manifest.Node) int64 {
+	var n int64
+	for i := range nodes {
+		n += int64(nodes[i].DataSize())
+	}
+	return n
 }
 
 // loadManifest returns the checked and decrypted plaintext of a manifest

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -34,7 +35,16 @@ type RestoreOptions struct {
 	// every progressEvery while file data is written, and once more at the
 	// end. Calls never overlap; Progress must not call the Repository.
 	Progress func(RestoreStats)
+	// Memory restores the checkpoint's memory image (BackupOptions.MemoryDir)
+	// instead of its disk; a manifest without one fails with an error
+	// wrapping ErrNoMemory.
+	Memory bool
 }
+
+// ErrNoMemory is wrapped by the error of a restore of a memory image from
+// a manifest that holds none (the checkpoint had none, or it was uploaded
+// before manifests carried memory images).
+var ErrNoMemory = errors.New("the off-site copy holds no memory image")
 
 // RestoreStats says how far a restore is.
 type RestoreStats struct {
@@ -56,12 +66,12 @@ func (r *Repository) Restore(ctx context.Context, ref ManifestRef, dstDir string
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	prog := &restoreProgress{fn: opts.Progress, left: map[string]int{}}
-	err := r.restore(ctx, ref, dstDir, prog)
+	err := r.restore(ctx, ref, dstDir, opts.Memory, prog)
 	prog.report(true)
 	return err
 }
 
-func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string, prog *restoreProgress) error {
+func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string, memory bool, prog *restoreProgress) error {
 	plain, err := r.loadManifest(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -69,6 +79,12 @@ func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string
 	m, err := manifest.Decode(plain)
 	if err != nil {
 		return fmt.Errorf("restore: manifest %s: %w", ref.ID, err)
+	}
+	nodes := m.Nodes
+	if memory {
+		if nodes = m.Memory; len(nodes) == 0 {
+			return fmt.Errorf("restore: manifest %s: %w", ref.ID, ErrNoMemory)
+		}
 	}
 	if err := os.MkdirAll(dstDir, 0o700); err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -87,8 +103,8 @@ func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string
 	// Plan where every chunk goes, grouped by pack.
 	plan := map[string]map[crypto.ID][]target{}
 	entries := map[crypto.ID]pack.Entry{}
-	for i := range m.Nodes {
-		n := &m.Nodes[i]
+	for i := range nodes {
+		n := &nodes[i]
 		dir, name, err := dirs.of(n.Path)
 		if err == nil {
 			err = makeNode(root, dir, name, n)
@@ -117,8 +133,8 @@ func (r *Repository) restore(ctx context.Context, ref ManifestRef, dstDir string
 		return fmt.Errorf("restore: %w", err)
 	}
 	// Metadata last, children before parents so directory times stay.
-	for i := len(m.Nodes) - 1; i >= 0; i-- {
-		n := &m.Nodes[i]
+	for i := len(nodes) - 1; i >= 0; i-- {
+		n := &nodes[i]
 		if n.Type == manifest.Hardlink {
 			continue // shares its inode with the file it names
 		}

@@ -88,11 +88,7 @@ func (r *Repository) verify(ctx context.Context, l *location) (*Report, headScan
 			rep.Bytes += int64(len(plain))
 			var mf *manifest.Manifest
 			if mf, err = manifest.Decode(plain); err == nil {
-				for i := range mf.Nodes {
-					for _, c := range mf.Nodes[i].Chunks {
-						need[c.ID] = m
-					}
-				}
+				mf.EachChunk(func(c manifest.Chunk) { need[c.ID] = m })
 			}
 		}
 		if err != nil {

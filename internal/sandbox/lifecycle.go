@@ -160,12 +160,12 @@ func (m *Manager) Start(ctx context.Context, account, name string) (*operation.O
 		mem := ""
 		if sb.ResumeCheckpoint != "" {
 			op.Step(api.PhaseResume, "Resuming sandbox %s from its saved session", name)
-			held, err := m.savedSession(ctx, sb)
+			dir, release, err := m.savedSession(ctx, op, sb)
 			if err != nil {
 				return nil, err
 			}
-			defer held.Release()
-			mem = held.Memory
+			defer release()
+			mem = dir
 		} else {
 			op.Step(api.PhaseStart, "Starting sandbox %s", name)
 		}
@@ -338,19 +338,26 @@ func (m *Manager) removeFiles(ctx context.Context, id string) error {
 // when nothing in this process woke it.
 const busyPoll = 100 * time.Millisecond
 
-// savedSession lends the memory checkpoint a stopped sandbox resumes from.
-func (m *Manager) savedSession(ctx context.Context, sb metadata.Sandbox) (*disks.Held, error) {
+// savedSession returns the memory image a stopped sandbox resumes from,
+// lent until release: that of its saved session's checkpoint here, or,
+// when the local copy is gone and the checkpoint is off-site, its image
+// fetched from there (the sandbox's own disk is the one the session was
+// saved with).
+func (m *Manager) savedSession(ctx context.Context, op *operation.Op, sb metadata.Sandbox) (dir string, release func(), err error) {
 	ck, err := m.cfg.Store.CheckpointByID(ctx, sb.ResumeCheckpoint)
 	if err != nil {
-		return nil, fmt.Errorf("saved session of %s: %w", sb.Name, err)
+		return "", nil, fmt.Errorf("saved session of %s: %w", sb.Name, err)
 	}
 	held, err := m.cfg.Disks.Open(ctx, ck, disks.PurposeRestore)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := held.MemoryImage(); err != nil {
+	if err == nil {
+		if dir, err = held.MemoryImage(); err == nil {
+			return dir, held.Release, nil
+		}
 		held.Release()
-		return nil, err
 	}
-	return held, nil
+	if ck.OffsiteManifest == "" || m.remote(ck.AccountID) == nil {
+		return "", nil, err
+	}
+	op.Notef(api.PhaseResume, "The saved session's memory image is not on this host (%v): fetching it from off-site", err)
+	return m.fetchMemory(ctx, op, ck)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
@@ -45,4 +46,18 @@ func (m *Manager) sourceFor(ctx context.Context, ck metadata.Checkpoint, fromOff
 func fetchProgress(op *operation.Op, ck metadata.Checkpoint) func(api.Progress, string) {
 	op.Step(api.PhaseFetch, "Fetching checkpoint %s/%s from off-site", ck.SandboxName, ck.Seq)
 	return op.Record
+}
+
+// fetchMemory reads memory checkpoint ck's image back from off-site, whole,
+// for a restore whose disk comes from there too (see disks.FetchMemory):
+// its processes then resume as from a local image. remove deletes it once
+// the sandbox runs.
+func (m *Manager) fetchMemory(ctx context.Context, op *operation.Op, ck metadata.Checkpoint) (string, func(), error) {
+	remote := m.remote(ck.AccountID)
+	mr, ok := remote.(disks.MemoryRemote)
+	if !ok {
+		return "", nil, errdefs.New(api.CodeOffsiteUnavailable, "off-site copies are disabled in cairnd's config")
+	}
+	op.Step(api.PhaseFetch, "Fetching the memory image of %s/%s from off-site", ck.SandboxName, ck.Seq)
+	return m.cfg.Disks.FetchMemory(ctx, ck, mr, op.Record)
 }

@@ -69,9 +69,9 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 	if err == nil {
 		src, err = m.sourceFor(ctx, ck, req.FromOffsite)
 	}
-	diskOnly := req.DiskOnly || src == disks.FromOffsite // memory is not kept off-site
-	if err == nil && ck.HasMemory && !diskOnly {
-		err = m.cfg.Disks.CheckMemory(ck)
+	diskOnly := req.DiskOnly
+	if err == nil && ck.HasMemory && !diskOnly && src == disks.FromLocal {
+		err = m.cfg.Disks.CheckMemory(ck) // from off-site, it is fetched with the disk
 	}
 	if err != nil {
 		m.ex.release(l)
@@ -85,9 +85,6 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-		}
-		if src == disks.FromOffsite && ck.HasMemory && !req.DiskOnly {
-			op.Notef(api.PhaseFetch, "Memory images are not kept off-site: the sandbox boots from the restored disk")
 		}
 		// Journalled, so that a start after a crash finishes it or puts the
 		// sandbox back as it was (journal_inplace.go).
@@ -136,13 +133,21 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	}
 	undo.Add(func() { logErr("undo: delete staged root", m.cfg.Pool.Delete(context.Background(), staging)) })
 	mem := ""
-	if held != nil {
+	switch {
+	case held != nil:
 		defer held.Release()
 		if ck.HasMemory && !diskOnly {
 			if mem, err = held.MemoryImage(); err != nil {
 				return err
 			}
 		}
+	case ck.HasMemory && !diskOnly:
+		dir, remove, err := m.fetchMemory(ctx, op, ck)
+		if err != nil {
+			return err
+		}
+		defer remove()
+		mem = dir
 	}
 
 	safetyID := ""
@@ -249,9 +254,8 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 	if err != nil {
 		return nil, err
 	}
-	memWanted := ck.HasMemory && !diskOnly
-	diskOnly = diskOnly || src == disks.FromOffsite // memory is not kept off-site
-	if ck.HasMemory && !diskOnly {
+	if ck.HasMemory && !diskOnly && src == disks.FromLocal {
+		// From off-site, the memory image is fetched after the disk.
 		if err := m.cfg.Disks.CheckMemory(ck); err != nil {
 			return nil, err
 		}
@@ -271,9 +275,6 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 		op.Step(api.PhaseCreate, "Creating %s from checkpoint %s/%s", newName, ck.SandboxName, ck.Seq)
 		var progress func(api.Progress, string)
 		if src == disks.FromOffsite {
-			if memWanted {
-				op.Notef(api.PhaseFetch, "Memory images are not kept off-site: %s boots from the restored disk", newName)
-			}
 			progress = fetchProgress(op, ck)
 		}
 		var held *disks.Held
@@ -282,17 +283,26 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 			held, err = m.cfg.Disks.Materialize(ctx, ck, root, src, m.remote(ck.AccountID), progress)
 			return err
 		}
+		removeMemory := func() {}
 		memory := func() (string, error) {
-			if held == nil || diskOnly || !ck.HasMemory {
+			switch {
+			case diskOnly || !ck.HasMemory:
 				return "", nil
+			case held != nil:
+				return held.MemoryImage()
 			}
-			return held.MemoryImage()
+			dir, remove, err := m.fetchMemory(ctx, op, ck)
+			if err == nil {
+				removeMemory = remove
+			}
+			return dir, err
 		}
 		return m.journalled(ctx, op, acct, ck.SandboxID, []metadata.Sandbox{sb}, func() (any, error) {
 			err := m.create(ctx, op, sb, makeRoot, memory)
 			if held != nil {
 				held.Release()
 			}
+			removeMemory()
 			if err != nil {
 				return nil, err
 			}

@@ -13,7 +13,8 @@ import (
 // The local tier: once both locations hold a checkpoint, its local copy
 // goes by the account's policy (here: only the newest stays), it is
 // listed "off-site only" and restores from off-site; by hand, evict drops
-// one, and refuses a current checkpoint and a memory checkpoint.
+// one (a memory checkpoint's disk and memory image alike), and refuses a
+// current checkpoint and the one a saved session resumes from.
 func TestLocalTier(t *testing.T) {
 	config, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
 		"local": map[string]any{"keep_newest": 1, "keep_for": "-1s"}}}})
@@ -54,9 +55,16 @@ func TestLocalTier(t *testing.T) {
 	if code := d.errorCode("checkpoint", "evict", "s", "v1"); code != api.CodeCheckpointCurrent {
 		t.Fatalf("evict of the current checkpoint: %s, want K03", code)
 	}
-	d.checkpoint("s", "--memory")
-	if code := d.errorCode("checkpoint", "evict", "s", "v2"); code != api.CodeInvalidArgument {
-		t.Fatalf("evict of a memory checkpoint: %s, want V02", code)
+	v2 := d.checkpoint("s", "--memory")
+	d.waitOffsite("s", "v2", "uploaded ×2", time.Minute)
+	var mem api.Checkpoint
+	json.Unmarshal([]byte(d.mustCLI("--json", "checkpoint", "evict", "s", "v2")), &mem)
+	if mem.Stored != api.StoredOffsiteOnly || !mem.HasMemory {
+		t.Fatalf("evict of a memory checkpoint: stored %q, memory %v", mem.Stored, mem.HasMemory)
+	}
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "memory", v2.GlobalID)); !os.IsNotExist(err) {
+		// Freed at once: nothing holds it.
+		t.Fatalf("v2's memory image is still there: %v", err)
 	}
 	d.sh("s", "echo c > /root/c")
 	d.checkpoint("s")
@@ -72,5 +80,20 @@ func TestLocalTier(t *testing.T) {
 	}
 	if got := d.ckInfo("s", "v1").Stored; got != api.StoredLocalAndOffsite {
 		t.Fatalf("the checkpoint s was restored from before: stored %q", got)
+	}
+
+	// A saved session's checkpoint stays, off-site or not: the next start
+	// resumes from it at once.
+	d.mustCLI("stop", "s", "--snapshot")
+	var sb api.Sandbox
+	json.Unmarshal([]byte(d.mustCLI("--json", "info", "s")), &sb)
+	saved := d.ckInfo("s", sb.SavedSession)
+	d.waitOffsite("s", saved.ID, "uploaded ×2", time.Minute)
+	if code := d.errorCode("checkpoint", "evict", "s", saved.ID); code != api.CodeCheckpointCurrent {
+		t.Fatalf("evict of the saved session's checkpoint: %s, want K03", code)
+	}
+	d.mustCLI("start", "s")
+	if out := d.sh("s", "ls /root"); out != "a\nb\nc\n" {
+		t.Fatalf("after resuming the saved session: %q", out)
 	}
 }

@@ -13,8 +13,8 @@ import (
 // A host is lost: a new cairnd with an empty data dir, the same key file
 // and the two locations lists the old host's checkpoints with their names
 // and comments, imports them, and restores a disk checkpoint and a named
-// snapshot from off-site with their files; a second import finds nothing
-// new.
+// snapshot from off-site with their files, and a memory checkpoint with
+// its processes; a second import finds nothing new.
 func TestOffsiteImportOnANewHost(t *testing.T) {
 	_, locs := s3Locations(t)
 	config := offsiteConfig(t, locs, filepath.Join(t.TempDir(), "account.key"))
@@ -25,8 +25,14 @@ func TestOffsiteImportOnANewHost(t *testing.T) {
 	v0 := old.checkpoint("web", "--comment", "first state")
 	old.sh("web", "echo two > /root/f")
 	old.mustCLI("snapshot", "create", "web", "--name", "golden")
+	pid := old.counter("web")
+	mem := old.checkpoint("web", "--memory")
+	at := old.count("web") // a little after the checkpoint instant
 	old.waitOffsite("web", v0.ID, "uploaded ×2", 2*time.Minute)
 	old.waitOffsite("web", "v1", "uploaded ×2", 2*time.Minute)
+	old.waitOffsite("web", mem.ID, "uploaded ×2", 2*time.Minute)
+	time.Sleep(time.Second)
+	later := old.count("web")
 	old.kill(syscall.SIGKILL)
 
 	fresh := startDaemon(t, "--config", config)
@@ -34,12 +40,13 @@ func TestOffsiteImportOnANewHost(t *testing.T) {
 	if err := json.Unmarshal([]byte(fresh.mustCLI("--json", "offsite", "list")), &remote); err != nil {
 		t.Fatal(err)
 	}
-	if len(remote) != 2 {
-		t.Fatalf("offsite list on the new host: %+v, want the old host's two checkpoints", remote)
+	if len(remote) != 3 {
+		t.Fatalf("offsite list on the new host: %+v, want the old host's three checkpoints", remote)
 	}
-	first, snap := remote[0], remote[1]
+	first, snap, memory := remote[0], remote[1], remote[2]
 	if first.Sandbox != "web" || first.ID != "v0" || first.Comment != "first state" || first.GlobalID != v0.GlobalID || first.Known ||
-		len(first.Locations) != 2 || snap.Name != "golden" || snap.ID != "v1" || snap.Known {
+		len(first.Locations) != 2 || first.HasMemory || snap.Name != "golden" || snap.ID != "v1" || snap.Known ||
+		memory.GlobalID != mem.GlobalID || !memory.HasMemory || memory.Known {
 		t.Fatalf("offsite list: %+v", remote)
 	}
 
@@ -47,27 +54,35 @@ func TestOffsiteImportOnANewHost(t *testing.T) {
 	if err := json.Unmarshal([]byte(fresh.mustCLI("--json", "offsite", "import", "--all")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Imported) != 2 || len(res.Skipped) != 0 {
+	if len(res.Imported) != 3 || len(res.Skipped) != 0 {
 		t.Fatalf("import: %+v", res)
 	}
 	var snaps []api.Checkpoint
 	json.Unmarshal([]byte(fresh.mustCLI("--json", "snapshot", "list")), &snaps)
-	if len(snaps) != 2 {
+	if len(snaps) != 3 {
 		t.Fatalf("snapshot list after the import: %+v", snaps)
 	}
 	for _, s := range snaps {
-		if !s.SandboxDeleted || s.Stored != api.StoredOffsiteOnly || s.Sandbox != "web" {
-			t.Errorf("imported %s: deleted %v, stored %q, sandbox %q", s.ID, s.SandboxDeleted, s.Stored, s.Sandbox)
+		if !s.SandboxDeleted || s.Stored != api.StoredOffsiteOnly || s.Sandbox != "web" || s.HasMemory != (s.GlobalID == mem.GlobalID) {
+			t.Errorf("imported %s: deleted %v, stored %q, sandbox %q, memory %v", s.ID, s.SandboxDeleted, s.Stored, s.Sandbox, s.HasMemory)
 		}
 	}
 
 	fresh.mustCLI("snapshot", "restore", "golden", "from-snap")
 	fresh.mustCLI("snapshot", "restore", v0.GlobalID, "from-v0")
-	for name, want := range map[string]string{"from-snap": "two\n", "from-v0": "one\n"} {
+	fresh.mustCLI("snapshot", "restore", mem.GlobalID, "from-mem")
+	for name, want := range map[string]string{"from-snap": "two\n", "from-v0": "one\n", "from-mem": "two\n"} {
 		fresh.waitState(name, api.StateRunning, 2*time.Minute)
 		if got := fresh.sh(name, "cat /root/f"); got != want {
 			t.Errorf("%s restored from the old host's off-site copy: %q, want %q", name, got, want)
 		}
+	}
+	// The memory checkpoint's processes resume on the new host.
+	if n := fresh.count("from-mem"); n >= later || n+40 < at {
+		t.Fatalf("the memory checkpoint restored on the new host counts from %d; at the checkpoint it was about %d, later %d", n, at, later)
+	}
+	if state, ppid := processState(t, fresh, "from-mem", pid); state == "" || ppid != 1 {
+		t.Fatalf("the counting process (pid %d) is not back on the new host: state %q ppid %d", pid, state, ppid)
 	}
 
 	res = api.ImportResult{}

@@ -46,6 +46,33 @@ func checkPathsFree(ctx context.Context, tx *sql.Tx, id string, paths ...string)
 	return nil
 }
 
+// DropLocalCopy implements metadata.Store.
+func (s *Store) DropLocalCopy(ctx context.Context, id string) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = $1)`, id).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return metadata.ErrNotFound
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO disk_deletes (path, checkpoint_id, queued_at)
+			SELECT disk_path, id, $1::timestamptz FROM checkpoints WHERE id = $2 AND disk_path <> ''
+			UNION ALL
+			SELECT memory_path, id, $1::timestamptz FROM checkpoints WHERE id = $2 AND memory_path <> ''
+			ON CONFLICT DO NOTHING`,
+			s.nowTime(), id); err != nil {
+			return fmt.Errorf("queue the disk deletes: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE checkpoints SET disk_path = '', memory_path = '' WHERE id = $1`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("metadata: drop the local copy of checkpoint %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetCheckpointDisk implements metadata.Store.
 func (s *Store) SetCheckpointDisk(ctx context.Context, id, diskPath string) error {
 	what := fmt.Sprintf("metadata: set disk path of checkpoint %s to %q", id, diskPath)

@@ -81,6 +81,32 @@ func (s *Store) SetCheckpointDisk(ctx context.Context, id, diskPath string) erro
 	return nil
 }
 
+// DropLocalCopy implements metadata.Store.
+func (s *Store) DropLocalCopy(ctx context.Context, id string) error {
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?)`, id).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return metadata.ErrNotFound
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO disk_deletes (path, checkpoint_id, queued_at)
+			SELECT disk_path, id, ?1 FROM checkpoints WHERE id = ?2 AND disk_path != ''
+			UNION ALL
+			SELECT memory_path, id, ?1 FROM checkpoints WHERE id = ?2 AND memory_path != ''`,
+			formatTime(s.now()), id); err != nil {
+			return fmt.Errorf("queue the disk deletes: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE checkpoints SET disk_path = '', memory_path = '' WHERE id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("metadata: drop the local copy of checkpoint %s: %w", id, err)
+	}
+	return nil
+}
+
 // DiskDeletes implements metadata.Store.
 func (s *Store) DiskDeletes(ctx context.Context) ([]metadata.DiskDelete, error) {
 	out, err := func() ([]metadata.DiskDelete, error) {

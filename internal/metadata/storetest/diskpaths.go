@@ -23,6 +23,7 @@ func testDiskPaths(t *testing.T, open OpenFunc) {
 		{"InvalidInput", testDiskPathsInvalidInput},
 		{"Unique", testDiskPathsUnique},
 		{"SetCheckpointDisk", testSetCheckpointDisk},
+		{"DropLocalCopy", testDropLocalCopy},
 		{"DeleteQueuesPaths", testDiskDeletesOnDelete},
 		{"QueuedPathsAreNotClaimed", testDiskDeletesNotClaimed},
 		{"ConcurrentSetAndDelete", testDiskDeletesConcurrent},
@@ -511,4 +512,34 @@ func testDiskPathsPersistence(t *testing.T, open OpenFunc) {
 	// The rules hold after the reopen.
 	_, err := s2.CreateCheckpoint(ctx, withPaths(newCheckpoint(gone.ID, sb)))
 	wantErr(t, "CreateCheckpoint with a queued path after reopen", err, metadata.ErrConflict)
+}
+
+// testDropLocalCopy: letting a memory checkpoint's local copy go queues its
+// disk and its memory image and keeps that it holds memory.
+func testDropLocalCopy(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	s, clock := openStore(t, open)
+	a := ensureAccount(t, s, "alice")
+	sb := newSandbox("0000000000000001", a.ID, "web")
+	create(t, s, sb)
+	ck := createCk(t, s, withPaths(newMemory("c000000000000001", sb, "auto-1")))
+	other := createCk(t, s, withPaths(newCheckpoint("c000000000000002", sb)))
+	clock.Advance(time.Minute)
+	if err := s.DropLocalCopy(ctx, ck.ID); err != nil {
+		t.Fatalf("DropLocalCopy: %v", err)
+	}
+	want := ck
+	want.DiskPath, want.MemoryPath = "", ""
+	sameCheckpoint(t, "after dropping the local copy", ckByID(t, s, ck.ID), want)
+	sameCheckpoint(t, "the other checkpoint", ckByID(t, s, other.ID), other)
+	at := stored(clock.Now())
+	dropped := []metadata.DiskDelete{{Path: ck.DiskPath, CheckpointID: ck.ID, QueuedAt: at}, {Path: ck.MemoryPath, CheckpointID: ck.ID, QueuedAt: at}}
+	sameDeletes(t, "after dropping the local copy", diskDeletes(t, s), dropped...)
+	// Again: nothing changes, nothing more is queued.
+	clock.Advance(time.Minute)
+	if err := s.DropLocalCopy(ctx, ck.ID); err != nil {
+		t.Fatal(err)
+	}
+	sameDeletes(t, "after dropping it again", diskDeletes(t, s), dropped...)
+	wantErr(t, "DropLocalCopy of a missing checkpoint", s.DropLocalCopy(ctx, "c00000000000dead"), metadata.ErrNotFound)
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/repo/wire"
 )
 
-// Version is the format version Encode writes. Version 1 (no Meta) is
-// still read.
-const Version = 2
+// Version is the format version Encode writes. Versions 1 (no Meta) and
+// 2 (no Memory) are still read.
+const Version = 3
 
 // MaxMeta bounds Manifest.Meta.
 const MaxMeta = 64 << 10
@@ -80,6 +80,21 @@ type Manifest struct {
 	// here, at most MaxMeta bytes, nil in a version 1 manifest.
 	Meta  []byte
 	Nodes []Node
+	// Memory is a second tree, the checkpoint's memory image (the
+	// directory runsc wrote), under the same rules as Nodes; nil for a
+	// checkpoint without one and in manifests before version 3.
+	Memory []Node
+}
+
+// EachChunk calls fn with every chunk of both trees, in order.
+func (m *Manifest) EachChunk(fn func(Chunk)) {
+	for _, tree := range [][]Node{m.Nodes, m.Memory} {
+		for i := range tree {
+			for _, c := range tree[i].Chunks {
+				fn(c)
+			}
+		}
+	}
 }
 
 // Encode returns the plaintext encoding of m.
@@ -88,9 +103,16 @@ func Encode(m *Manifest) []byte {
 	e.Byte(Version)
 	e.Varint(m.Created)
 	e.Bytes(m.Meta)
-	e.Uvarint(uint64(len(m.Nodes)))
-	for i := range m.Nodes {
-		n := &m.Nodes[i]
+	encodeTree(&e, m.Nodes)
+	encodeTree(&e, m.Memory)
+	return e.B
+}
+
+// encodeTree writes a tree: its node count, then each node.
+func encodeTree(e *wire.Encoder, nodes []Node) {
+	e.Uvarint(uint64(len(nodes)))
+	for i := range nodes {
+		n := &nodes[i]
 		e.String(n.Path)
 		e.Byte(byte(n.Type))
 		e.Uvarint(uint64(n.Mode))
@@ -118,7 +140,6 @@ func Encode(m *Manifest) []byte {
 			e.Uvarint(uint64(c.Length))
 		}
 	}
-	return e.B
 }
 
 // minNode is the fewest bytes an encoded node takes.
@@ -128,7 +149,7 @@ const minNode = 18
 func Decode(b []byte) (*Manifest, error) {
 	d := wire.NewDecoder(b)
 	v := d.Byte()
-	if v != 1 && v != Version && d.Err() == nil {
+	if (v < 1 || v > Version) && d.Err() == nil {
 		d.Fail("manifest version %d not supported", v)
 	}
 	m := &Manifest{Created: d.Varint()}
@@ -140,8 +161,24 @@ func Decode(b []byte) (*Manifest, error) {
 			m.Meta = nil
 		}
 	}
+	m.Nodes = decodeTree(d)
+	if v >= 3 {
+		m.Memory = decodeTree(d)
+	}
+	if err := d.Done(); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// decodeTree reads a tree written by encodeTree; nil for none. On a
+// decoding error it stops early, leaving the error in d.
+func decodeTree(d *wire.Decoder) []Node {
 	count := d.Count(minNode)
-	m.Nodes = make([]Node, 0, count)
+	nodes := make([]Node, 0, count)
 	for range count {
 		n := Node{Path: d.String(), Type: Type(d.Byte())}
 		n.Mode = small(d, d.Uvarint(), 0o7777)
@@ -177,15 +214,12 @@ func Decode(b []byte) (*Manifest, error) {
 		if d.Err() != nil {
 			break
 		}
-		m.Nodes = append(m.Nodes, n)
+		nodes = append(nodes, n)
 	}
-	if err := d.Done(); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+	if len(nodes) == 0 {
+		return nil
 	}
-	if err := m.Validate(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return nodes
 }
 
 func small(d *wire.Decoder, v, limit uint64) uint32 {
@@ -196,16 +230,33 @@ func small(d *wire.Decoder, v, limit uint64) uint32 {
 	return uint32(v)
 }
 
-// Validate checks the invariants of docs/repository-format.md §6.
+// Validate checks the invariants of docs/repository-format.md §6: of the
+// disk's tree, and of the memory image's if there is one.
 func (m *Manifest) Validate() error {
-	if len(m.Nodes) == 0 || m.Nodes[0].Path != "." || m.Nodes[0].Type != Dir {
+	if len(m.Nodes) == 0 {
 		return fmt.Errorf("manifest: %w: the first node must be the root directory", wire.ErrCorrupt)
 	}
-	types := make(map[string]Type, len(m.Nodes))
-	for i := range m.Nodes {
-		n := &m.Nodes[i]
+	if err := validateTree(m.Nodes); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if len(m.Memory) == 0 {
+		return nil
+	}
+	if err := validateTree(m.Memory); err != nil {
+		return fmt.Errorf("manifest: memory image: %w", err)
+	}
+	return nil
+}
+
+func validateTree(nodes []Node) error {
+	if nodes[0].Path != "." || nodes[0].Type != Dir {
+		return fmt.Errorf("%w: the first node must be the root directory", wire.ErrCorrupt)
+	}
+	types := make(map[string]Type, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
 		if err := n.validate(i, types); err != nil {
-			return fmt.Errorf("manifest: node %d (%q): %w", i, n.Path, err)
+			return fmt.Errorf("node %d (%q): %w", i, n.Path, err)
 		}
 		types[n.Path] = n.Type
 	}

@@ -37,10 +37,60 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// withMemory is sample with a memory image.
+func withMemory() *Manifest {
+	m := sample()
+	m.Memory = []Node{
+		{Path: ".", Type: Dir, Mode: 0o700},
+		{Path: "checkpoint.img", Type: File, Mode: 0o600, Size: 10, Extents: []Extent{{0, 10}}, Chunks: []Chunk{{ID: crypto.ID{4}, Length: 10}}},
+		{Path: "pages.img", Type: File, Mode: 0o600, Size: 1 << 20, Extents: []Extent{{0, 1 << 20}},
+			Chunks: []Chunk{{ID: crypto.ID{1, 2, 3}, Length: 1 << 19}, {ID: crypto.ID{5}, Length: 1 << 19}}},
+	}
+	return m
+}
+
+func TestRoundTripMemory(t *testing.T) {
+	m := withMemory()
+	got, err := Decode(Encode(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+	var ids []crypto.ID
+	got.EachChunk(func(c Chunk) { ids = append(ids, c.ID) })
+	want := []crypto.ID{{1, 2, 3}, {9}, {4}, {1, 2, 3}, {5}}
+	if !reflect.DeepEqual(ids, want) {
+		t.Fatalf("EachChunk = %v, want both trees' chunks %v", ids, want)
+	}
+}
+
+// A version 2 manifest (before Memory) reads as one without a memory
+// image.
+func TestVersion2(t *testing.T) {
+	m := sample()
+	b := Encode(m)
+	// Version 2 is version 3 without the memory tree (here: its count 0).
+	v2 := append([]byte{2}, b[1:len(b)-1]...)
+	got, err := Decode(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("version 2:\n got %+v\nwant %+v", got, m)
+	}
+	// A version 2 manifest has nothing after its nodes.
+	if _, err := Decode(append([]byte{2}, Encode(withMemory())[1:]...)); err == nil {
+		t.Error("version 2 with a memory tree accepted")
+	}
+}
+
 // A version 1 manifest (before Meta) reads as one without Meta.
 func TestVersion1(t *testing.T) {
 	m := sample()
 	b := Encode(m)
+	b = b[:len(b)-1] // without the memory tree: version 2
 	// Version 1 is version 2 without the meta field.
 	v1 := append([]byte{1}, b[1:1+varintLen(m.Created)]...)
 	v1 = append(v1, b[1+varintLen(m.Created)+1+len(m.Meta):]...)
@@ -87,8 +137,20 @@ func TestInvalid(t *testing.T) {
 			t.Errorf("%s: Decode = %v, want a corrupt-encoding error", name, err)
 		}
 	}
+	for name, mod := range map[string]func(m *Manifest){
+		"memory without root": func(m *Manifest) { m.Memory = m.Memory[1:] },
+		"memory dotdot":       func(m *Manifest) { m.Memory[1].Path = "../checkpoint.img" },
+		"memory chunks short": func(m *Manifest) { m.Memory[2].Chunks[1].Length = 1 },
+		"memory duplicate":    func(m *Manifest) { m.Memory[2].Path = "checkpoint.img" },
+	} {
+		m := withMemory()
+		mod(m)
+		if _, err := Decode(Encode(m)); !errors.Is(err, wire.ErrCorrupt) {
+			t.Errorf("%s: Decode = %v, want a corrupt-encoding error", name, err)
+		}
+	}
 	b := Encode(sample())
-	b[0] = 3
+	b[0] = Version + 1
 	if _, err := Decode(b); err == nil {
 		t.Error("unknown version accepted")
 	}
@@ -106,6 +168,7 @@ func TestInvalid(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(Encode(sample()))
+	f.Add(Encode(withMemory()))
 	f.Add([]byte{Version, 0, 1, 1, '.', 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
