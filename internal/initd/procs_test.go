@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/initd"
 )
 
 // background starts req's command as a background process and returns its pid.
@@ -153,7 +154,7 @@ func TestBackgroundProcessAttachSignalWait(t *testing.T) {
 func TestBackgroundProcessOutputKept(t *testing.T) {
 	h := start(t)
 	ctx := context.Background()
-	pid := background(t, h, "sh", "-c", `echo hello; echo oops >&2; exec sleep 60`)
+	pid := background(t, h, "sh", "-c", `echo hello; sleep 0.2; echo oops >&2; exec sleep 60`)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		p, _ := findProcess(t, h, pid)
@@ -315,5 +316,31 @@ func TestBackgroundProcessTimeout(t *testing.T) {
 	}
 	if _, _, err := h.Exec(ctx, api.ExecRequest{Command: []string{"true"}, Background: true, TTY: true}); !errdefs.Is(err, api.CodeInvalidArgument) {
 		t.Errorf("background with tty: %v, want V02", err)
+	}
+}
+
+// An attach to a background process that streams across broken
+// connections gets every line once, in order, and the exit code: the
+// Host attaches again from the offset it reached.
+func TestProcessAttachSurvivesBrokenConnections(t *testing.T) {
+	h, p := startProxied(t, initd.Config{}, agent.ListenConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pid := background(t, h, "sh", "-c", `i=1; while [ $i -le 200 ]; do echo $i; i=$((i+1)); sleep 0.01; done; exit 7`)
+	_, st, err := h.AttachProcess(ctx, pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := readInBackground(st)
+	r.waitFor(t, "\n10\n")
+	for i := range 6 {
+		p.breakConns(i%2 == 0, 50*time.Millisecond)
+		p.waitConnections(t, i+2)
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, exit, err := r.wait(t)
+	if err != nil || out != numbered(1, 200) || exit != (api.ExitStatus{Code: 7}) {
+		t.Errorf("got %q, %+v, %v; want 1..200 and code 7", out, exit, err)
 	}
 }
