@@ -160,4 +160,3 @@ func orDiscard(w io.Writer) io.Writer {
 	}
 	return w
 }
-
