@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -197,7 +198,7 @@ func runAttach(ctx context.Context, opts attachOptions, g *globalOptions) error 
 	}
 	res, err := g.client().AttachProcess(ctx, opts.Name, opts.PID, opts.From, eio)
 	if err != nil {
-		if _, ok := err.(*client.Error); !ok && ctx.Err() == nil {
+		if _, ok := errors.AsType[*client.Error](err); !ok && ctx.Err() == nil {
 			err = fmt.Errorf("%w; attach again from where it broke: cairn attach %s %d --from %d", err, opts.Name, opts.PID, res.Offset)
 		}
 		return execFailure(err)

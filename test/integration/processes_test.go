@@ -145,6 +145,13 @@ func TestBackgroundProcesses(t *testing.T) {
 		t.Errorf("cat after two writes and a close: %q, %+v, %v", out.String(), res, err)
 	}
 
+	// cairn wait blocks while the process runs.
+	slow := d.background("procs", "sh", "-c", "sleep 2; exit 5")
+	t0 := time.Now()
+	if _, errOut, code := d.cli("", "wait", "procs", strconv.Itoa(slow)); code != 5 || time.Since(t0) < time.Second {
+		t.Errorf("cairn wait for sleep 2; exit 5: exit %d after %v (%s), want 5 after about 2 s", code, time.Since(t0), errOut)
+	}
+
 	// Output kept after the exit until read, exit status with it.
 	done := d.background("procs", "sh", "-c", "echo kept; echo on-stderr >&2; exit 7")
 	deadline := time.Now().Add(20 * time.Second)
