@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
@@ -116,8 +117,11 @@ func (s *server) serveProcessAttach(st *yamux.Stream, p *process, off int64) {
 	inputDone := make(chan struct{})
 	go func() {
 		defer close(inputDone)
-		defer close(stop)
 		s.processInput(st, p)
+		// cairnd ended its side: stop sending, even a write waiting for
+		// room it will never give.
+		close(stop)
+		_ = st.SetWriteDeadline(time.Now())
 	}()
 	if s.sendProcessOutput(st, p, off, stop) {
 		s.procs.markRead(p)
