@@ -67,6 +67,9 @@ type AgentRequest struct {
 	Key string `json:"key,omitempty"`
 	// Files is the op on the sandbox's files, for AgentOpFiles.
 	Files *FileRequest `json:"files,omitempty"`
+	// Process names a process and what to do with it, for the process
+	// ops (AgentOpProcess…).
+	Process *ProcessRequest `json:"process,omitempty"`
 }
 
 // AgentInfo answers a ping.

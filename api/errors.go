@@ -43,6 +43,11 @@ const (
 	CodeNoService        = "S09" // the sandbox defines no service with that name
 	CodeSandboxDown      = "S10" // the sandbox crashed, or its cairn-init is not connected
 	CodeExecTimedOut     = "S11" // a command ran past its --timeout and was killed (exit code 124)
+	CodeNoProcess        = "S12" // no background process, nor running attached exec, with that pid in the sandbox
+	CodeProcessExited    = "S13" // the process has exited: it cannot be signalled or written to
+	CodeNotBackground    = "S14" // the process is an attached exec: its output and stdin are its client's
+	CodeStdinClosed      = "S15" // the process's stdin is closed
+	CodeStdinFull        = "S16" // the process did not read its stdin for api.StdinWait
 
 	CodeNoImage          = "I01" // no image with that name
 	CodeImageBuildFailed = "I02" // building an image failed
@@ -67,10 +72,11 @@ const (
 	CodeNoCheckpoint      = "K08" // no checkpoint/snapshot with that id or name in the account
 	CodeLocalGone         = "K09" // the checkpoint's local copy is gone (restore it from off-site)
 
-	CodeDiskLimit       = "L04" // the account's disk limit is reached
-	CodeTooManyRequests = "L05" // a sandbox's management socket got more requests than its rate allows
-	CodeInsideQuota     = "L06" // checkpoints from inside a sandbox: more in a minute than its settings allow
-	CodePoolFull        = "L07" // the pool's space for sandboxes and checkpoints is used up
+	CodeDiskLimit        = "L04" // the account's disk limit is reached
+	CodeTooManyRequests  = "L05" // a sandbox's management socket got more requests than its rate allows
+	CodeInsideQuota      = "L06" // checkpoints from inside a sandbox: more in a minute than its settings allow
+	CodePoolFull         = "L07" // the pool's space for sandboxes and checkpoints is used up
+	CodeTooManyProcesses = "L10" // the sandbox keeps api.MaxProcesses background processes already
 
 	CodeOffsiteUnavailable = "R01" // the off-site repository cannot be used now (locations unreachable, wrong key, disabled)
 	CodeNotOffsite         = "R02" // the checkpoint is not (yet) held by any off-site location

@@ -18,8 +18,13 @@ type ExecRequest struct {
 	TTY     bool     `json:"tty,omitempty"`    // run on a pseudo-terminal (stdout and stderr merged)
 	Stdin   bool     `json:"stdin,omitempty"`  // the client sends stdin frames; without it stdin is /dev/null
 	Detach  bool     `json:"detach,omitempty"` // start, answer with the pid, leave it running; stdio is /dev/null
-	Rows    uint16   `json:"rows,omitempty"`   // initial terminal size when TTY
-	Cols    uint16   `json:"cols,omitempty"`
+	// Background: start, answer with the pid (its id in the processes
+	// API), keep its output (the last MaxProcessOutput bytes) and its
+	// stdin open for writes; it outlives every client. Not with TTY or
+	// Detach. See docs/exec-protocol.md#background-processes.
+	Background bool   `json:"background,omitempty"`
+	Rows       uint16 `json:"rows,omitempty"` // initial terminal size when TTY
+	Cols       uint16 `json:"cols,omitempty"`
 	// TimeoutSeconds, if positive, is how long the command may run: then
 	// its process group is killed (SIGKILL) and it exits with code
 	// ExitTimedOut and TimedOut set (MaxExecTimeout at most).
@@ -91,6 +96,10 @@ const (
 	FrameExit       FrameType = 7 // payload: JSON ExitStatus; the last frame
 	FrameHangup     FrameType = 8 // no payload: the client is gone; hang the process up now
 	FrameError      FrameType = 9 // payload: JSON ErrorInfo; cairnd ended the session; the last frame
+	// FrameDropped, on the stream of an attached background process only:
+	// output was dropped from its ring (the reader started before, or fell
+	// behind, the bytes it keeps); payload JSON Dropped.
+	FrameDropped FrameType = 10
 )
 
 // MaxFramePayload bounds one frame's payload.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -57,10 +58,13 @@ func (h *Host) ping(ctx context.Context, sess *yamux.Session) (api.AgentInfo, er
 func (h *Host) Exec(ctx context.Context, req api.ExecRequest) (pid int, stream io.ReadWriteCloser, err error) {
 	var started api.ExecStarted
 	st, err := h.do(ctx, api.AgentRequest{Op: api.AgentOpExec, Exec: &req}, &started)
+	if re, ok := errors.AsType[*replyError](err); ok {
+		return 0, nil, processError(re.code, re.msg)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	if req.Detach {
+	if req.Detach || req.Background {
 		st.Close()
 		return started.PID, nil, nil
 	}
@@ -134,7 +138,7 @@ func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, rep
 		return fail(err)
 	}
 	limit := api.MaxMessage
-	if req.Op == api.AgentOpServices {
+	if req.Op == api.AgentOpServices || req.Op == api.AgentOpProcesses {
 		limit = api.MaxServicesReply
 	}
 	var line json.RawMessage
@@ -147,7 +151,7 @@ func request(ctx context.Context, sess *yamux.Session, req api.AgentRequest, rep
 	}
 	if res.Error != "" {
 		st.Close()
-		if req.Op == api.AgentOpExec {
+		if req.Op == api.AgentOpExec && res.Code == "" {
 			return nil, &StartError{Msg: res.Error}
 		}
 		return nil, &replyError{op: req.Op, msg: res.Error, code: res.Code}

@@ -41,6 +41,7 @@ type execOptions struct {
 	Interactive bool     // -i: attach stdin
 	TTY         bool     // -t: run on a pseudo-terminal
 	Detach      bool     // -d: leave it running, print the pid
+	Background  bool     // --background: a background process (output kept, stdin open), print the pid
 	Env         []string // -e KEY=VAL
 	Dir         string   // -w
 	User        string   // -u
@@ -60,9 +61,15 @@ Put "--" before the command so that its flags are not taken for cairn's.
 With -t the command runs on a pseudo-terminal (stdout and stderr merged); with
 -i -t on a terminal, yours is put in raw mode until the command ends, so keys
 such as Ctrl-C go to the command. --timeout kills the command (its whole
-process group) once it has run that long: cairn then exits 124. -d starts the command in the background and
-prints its pid. If the sandbox is starting or restoring, exec waits for it.
---json changes only cairn's own messages (and -d's output: {"pid":N}).
+process group) once it has run that long: cairn then exits 124.
+
+--background (-b) starts a background process and prints its pid, which
+cairn ps lists and cairn attach (its output, from any offset: the last 1 MiB
+is kept), cairn kill and cairn wait take; it outlives every client. -d only
+starts the command with its stdio on /dev/null and prints its pid: nothing
+of it is kept. If the sandbox is starting or restoring, exec waits for it.
+--json changes only cairn's own messages (and the output of -b and -d:
+{"pid":N}).
 The command's output is written exactly as it wrote it, escape sequences
 included, as ssh does: it is your command's (see docs/security.md).
 
@@ -71,12 +78,16 @@ included, as ssh does: it is your command's (see docs/security.md).
   cairn exec web -i -t -- /bin/sh
   cairn exec web -e DEBUG=1 -w /srv -- ./run.sh
   cairn exec web -d -- sleep 1000
+  cairn exec web --background -- ./server.sh
   cairn exec web --timeout 30s -- ./test.sh`,
 		Args: execArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.Command = args[0], args[1:]
 			if opts.Detach && (opts.Interactive || opts.TTY) {
 				return usageErrorf("-d cannot be combined with -i or -t")
+			}
+			if opts.Background && (opts.Detach || opts.Interactive || opts.TTY) {
+				return usageErrorf("--background cannot be combined with -d, -i or -t (write to its stdin through the API, or with cairn attach -i)")
 			}
 			for _, kv := range opts.Env {
 				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -89,7 +100,8 @@ included, as ssh does: it is your command's (see docs/security.md).
 	f := cmd.Flags()
 	f.BoolVarP(&opts.Interactive, "interactive", "i", false, "attach stdin")
 	f.BoolVarP(&opts.TTY, "tty", "t", false, "run on a pseudo-terminal")
-	f.BoolVarP(&opts.Detach, "detach", "d", false, "run in the background and print the pid")
+	f.BoolVarP(&opts.Detach, "detach", "d", false, "run in the background and print the pid; nothing of it is kept")
+	f.BoolVarP(&opts.Background, "background", "b", false, "start a background process and print its pid: its output is kept (cairn attach), its stdin open, its exit status waited for (cairn wait)")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable KEY=VALUE (repeatable)")
 	f.StringVarP(&opts.Dir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /)")
 	f.StringVarP(&opts.User, "user", "u", "", "user[:group] or uid[:gid] to run as (default: the image's, else root)")
@@ -148,8 +160,12 @@ func runExec(ctx context.Context, opts execOptions, g *globalOptions) error {
 		return usageErrorf("--timeout %v: a duration such as 30s", opts.Timeout)
 	}
 	req.TimeoutSeconds = opts.Timeout.Seconds()
-	if opts.Detach {
-		pid, err := c.ExecDetached(ctx, opts.Name, req)
+	if opts.Detach || opts.Background {
+		start := c.ExecDetached
+		if opts.Background {
+			start = c.ExecBackground
+		}
+		pid, err := start(ctx, opts.Name, req)
 		if err != nil {
 			return execFailure(err)
 		}

@@ -10,7 +10,10 @@
 // outlive the connection, and so do attached exec sessions: their output
 // is buffered until cairnd acknowledges it, and cairnd re-attaches a
 // session after a broken connection, within a grace (see
-// docs/exec-protocol.md).
+// docs/exec-protocol.md). Background processes (exec with background) are
+// kept by pid with the last 1 MiB of their output in a ring, their stdin
+// open and, once exited, their status until read; the process ops list,
+// attach to, write to, signal and wait for them.
 //
 // At start it also starts the services defined in /etc/cairn/services and
 // restarts them per their policy until it stops, with their output in

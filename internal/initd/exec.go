@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -24,6 +25,15 @@ func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 		return
 	}
 	timeout := time.Duration(min(max(req.TimeoutSeconds, 0), api.MaxExecTimeout) * float64(time.Second))
+	if req.Background {
+		p, err := s.startBackground(cmd, req, timeout)
+		pid := 0
+		if p != nil {
+			pid = p.pid
+		}
+		s.replyStarted(st, req, pid, "", err)
+		return
+	}
 	if req.Detach {
 		pid, exited, err := s.startDetached(cmd)
 		if err == nil && timeout > 0 {
@@ -50,6 +60,7 @@ func (s *server) serveExec(st *yamux.Stream, req api.ExecRequest) {
 		return
 	}
 	ss.srv, ss.log, ss.id = s, s.log, newSessionID()
+	ss.command, ss.started = slices.Clone(req.Command), time.Now().UTC()
 	ss.buf = newOutBuffer(s.cfg.ExecBuffer)
 	att, _ := ss.attach(st, 0) // a new session takes any stream at offset 0
 	ss.start()
@@ -109,7 +120,7 @@ func (s *server) replyStarted(st *yamux.Stream, req api.ExecRequest, pid int, se
 		s.replyError(st, err)
 		return
 	}
-	s.log.Debug("exec", "command", req.Command[0], "pid", pid, "detach", req.Detach, "session", session)
+	s.log.Debug("exec", "command", req.Command[0], "pid", pid, "detach", req.Detach, "background", req.Background, "session", session)
 	started := api.ExecStarted{PID: pid}
 	if session != "" {
 		started.Session, started.Buffer = session, s.cfg.ExecBuffer

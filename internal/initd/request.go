@@ -36,10 +36,13 @@ func readRequest(r io.Reader) (api.AgentRequest, error) {
 // bounds, so that the handler of each op gets a request it can serve.
 func checkRequest(req api.AgentRequest) error {
 	switch req.Op {
-	case api.AgentOpPing, api.AgentOpSync, api.AgentOpServices, api.AgentOpEvents:
+	case api.AgentOpPing, api.AgentOpSync, api.AgentOpServices, api.AgentOpEvents, api.AgentOpProcesses:
 	case api.AgentOpExec:
 		if req.Exec == nil {
 			return errors.New("exec: no exec request")
+		}
+		if req.Exec.Background && (req.Exec.TTY || req.Exec.Detach) {
+			return &opError{api.AgentErrInvalid, "exec: a background process has no terminal and is not detached"}
 		}
 	case api.AgentOpAttach, api.AgentOpAck:
 		if req.Session == nil {
@@ -62,6 +65,8 @@ func checkRequest(req api.AgentRequest) error {
 			return &opError{api.AgentErrInvalid, "files: no files request"}
 		}
 		return checkFileRequest(req.Files)
+	case api.AgentOpProcess, api.AgentOpProcessAttach, api.AgentOpProcessStdin, api.AgentOpProcessSignal, api.AgentOpProcessWait:
+		return checkProcessRequest(req.Op, req.Process)
 	case api.AgentOpShutdown:
 		if req.GraceMS < 0 || req.GraceMS > maxGraceMS {
 			return &opError{api.AgentErrInvalid, fmt.Sprintf("shutdown: grace_ms %d, want 0 to %d", req.GraceMS, maxGraceMS)}
@@ -94,4 +99,24 @@ func errorReply(err error) api.AgentResult {
 		res.Code = oe.code
 	}
 	return res
+}
+
+// maxSignal is the highest signal number Linux has (SIGRTMAX).
+const maxSignal = 64
+
+// checkProcessRequest checks the part of a process op.
+func checkProcessRequest(op string, req *api.ProcessRequest) error {
+	switch {
+	case req == nil:
+		return &opError{api.AgentErrInvalid, op + ": no process request"}
+	case req.PID <= 0:
+		return &opError{api.AgentErrInvalid, fmt.Sprintf("%s: pid %d", op, req.PID)}
+	case op == api.AgentOpProcessSignal && (req.Signal <= 0 || req.Signal > maxSignal):
+		return &opError{api.AgentErrInvalid, fmt.Sprintf("%s: signal %d, want 1 to %d", op, req.Signal, maxSignal)}
+	case op == api.AgentOpProcessStdin && len(req.Data) > api.MaxStdinChunk:
+		return &opError{api.AgentErrInvalid, fmt.Sprintf("%s: %d bytes, at most %d", op, len(req.Data), api.MaxStdinChunk)}
+	case op == api.AgentOpProcessAttach && req.Offset < 0:
+		return &opError{api.AgentErrInvalid, fmt.Sprintf("%s: offset %d", op, req.Offset)}
+	}
+	return nil
 }

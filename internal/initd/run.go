@@ -59,6 +59,7 @@ type server struct {
 	groups   *groups
 	services *services
 	sessions *sessionTable      // attached execs
+	procs    *procTable         // background processes
 	stop     context.CancelFunc // ends Run
 	wg       sync.WaitGroup     // stream handlers
 
@@ -118,6 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 		key:      cfg.Key,
 		exiting:  make(chan struct{}),
 	}
+	s.procs = newProcTable(s)
 	s.oom = newOOMKiller(s, cfg.MemoryLimit)
 	s.services = newServices(s, loadServices(cfg.ServicesDir, cfg.Log))
 
@@ -140,6 +142,7 @@ func Run(ctx context.Context, cfg Config) error {
 	loops.Wait()
 	// Nobody can re-attach an exec any more: hang them up now.
 	s.sessions.endAll()
+	s.procs.endAll()
 	// Unless terminate already did, stop the services (those it started).
 	s.services.shutdown(cfg.TermGrace)
 	// Handlers end once their process exits, so the reaper must outlive them.

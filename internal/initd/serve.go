@@ -68,6 +68,10 @@ func (s *server) handle(st *yamux.Stream) {
 		s.serveEvents(st)
 	case api.AgentOpFiles:
 		s.serveFiles(st, req.Files)
+	case api.AgentOpProcesses:
+		s.serveProcesses(st)
+	case api.AgentOpProcess, api.AgentOpProcessAttach, api.AgentOpProcessStdin, api.AgentOpProcessSignal, api.AgentOpProcessWait:
+		s.serveProcess(st, req.Op, req.Process)
 	case api.AgentOpShutdown:
 		s.exit(false)
 		grace := time.Duration(req.GraceMS) * time.Millisecond

@@ -63,6 +63,9 @@ type session struct {
 	out    []*output
 	files  []*os.File // ours, closed when the command has exited
 	buf    *outBuffer
+	// command and started describe it in the processes list.
+	command []string
+	started time.Time
 
 	mu        sync.Mutex
 	att       *attachment // the stream output goes to; nil while detached
@@ -134,15 +137,8 @@ func (ss *session) wait(pumps *sync.WaitGroup) {
 	pumps.Wait()
 	closeAll(ss.files)
 
-	status := api.ExitStatus{Code: ws.ExitStatus()}
-	if ws.Signaled() {
-		status = api.ExitStatus{Code: 128 + int(ws.Signal()), Signal: unix.SignalName(ws.Signal())}
-	}
-	if timedOut {
-		status.Code, status.TimedOut = api.ExitTimedOut, true
-	}
-	b, _ := json.Marshal(status)
-	ss.buf.close(b)
+	status := exitStatus(ws, timedOut)
+	ss.buf.close(exitJSON(status))
 	ss.log.Debug("exec exited", "pid", ss.pid, "code", status.Code)
 
 	ss.mu.Lock()

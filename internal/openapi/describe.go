@@ -147,6 +147,8 @@ func paramDesc(path, name string) string {
 		return "the service's name (/etc/cairn/services/NAME.json inside)"
 	case name == "port":
 		return "a port inside the sandbox, 1-65535"
+	case name == "pid":
+		return "a process: its pid inside the sandbox (a background process's id; see the list)"
 	}
 	panic("openapi: no description of path parameter " + name + " of " + path)
 }

@@ -12,7 +12,8 @@ import (
 
 // Exec runs a command in the sandbox called name through its cairn-init.
 // While the sandbox is starting (or otherwise busy) it waits, then runs the
-// command once the sandbox is ready. For a detached command stream is nil;
+// command once the sandbox is ready. For a detached or background command
+// stream is nil;
 // otherwise it carries the exec frames of package api until the Exit frame,
 // across broken connections to cairn-init (agent.Host.Exec re-attaches the
 // session). It ends with an error wrapping agent.ErrSessionLost if the
@@ -25,6 +26,9 @@ func (m *Manager) Exec(ctx context.Context, account, name string, req api.ExecRe
 	}
 	if !(req.TimeoutSeconds >= 0 && req.TimeoutSeconds <= api.MaxExecTimeout) {
 		return 0, nil, errdefs.New(api.CodeInvalidArgument, "timeout_seconds %v: from 0 (none) to %d", req.TimeoutSeconds, api.MaxExecTimeout)
+	}
+	if req.Background && (req.TTY || req.Detach) {
+		return 0, nil, errdefs.New(api.CodeInvalidArgument, "a background process has no terminal and is not detached: background goes without tty and detach")
 	}
 	_, sb, err := m.lookup(ctx, account, name)
 	if err != nil {

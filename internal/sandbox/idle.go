@@ -102,6 +102,51 @@ func (m *Manager) startFalling(id string, idle time.Duration, now time.Time) (du
 	return time.Time{}, true
 }
 
+// idleDue reports whether sandbox id is idle by now (nothing holds it and
+// it has been unused for idle), and when it is due otherwise, without
+// deciding anything (startFalling does).
+func (m *Manager) idleDue(id string, idle time.Duration, now time.Time) (due time.Time, isIdle bool) {
+	m.act.mu.Lock()
+	defer m.act.mu.Unlock()
+	last, seen := m.act.last[id]
+	switch {
+	case !seen:
+		return now.Add(idle), true // startFalling counts from now
+	case m.act.open[id] > 0:
+		return now.Add(idle), false
+	case last.Add(idle).After(now):
+		return last.Add(idle), false
+	}
+	return time.Time{}, true
+}
+
+// runsInBackground reports whether sandbox sb's cairn-init has a
+// background process that runs. A cairn-init that does not answer within
+// runsWait has none that counts.
+func (m *Manager) runsInBackground(ctx context.Context, sb metadata.Sandbox) bool {
+	inst := m.run.cfg.Instances.get(sb.ID)
+	if inst == nil || !inst.agent.Connected() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, runsWait)
+	defer cancel()
+	list, err := inst.agent.Processes(ctx)
+	if err != nil {
+		slog.Debug("idle: list background processes", "sandbox", sb.Name, "err", err)
+		return false
+	}
+	for _, p := range list {
+		if p.Background && p.State == api.ProcessRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// runsWait bounds how long the idle check waits for cairn-init's list of
+// processes.
+const runsWait = 2 * time.Second
+
 // fallen ends what startFalling began: the mark is in the store (or the
 // sleep was given up).
 func (m *Manager) fallen(id string) {
@@ -138,6 +183,14 @@ func (h heldStream) Close() error {
 func (m *Manager) sleepIfIdle(ctx context.Context, sb metadata.Sandbox, now time.Time) time.Time {
 	if sb.Settings.Idle <= 0 || sb.State != metadata.SandboxRunning || sb.Settings.Asleep {
 		return time.Time{}
+	}
+	if due, idle := m.idleDue(sb.ID, sb.Settings.Idle, now); !idle {
+		return due
+	}
+	// A background process that runs is a use, as an attached exec is.
+	if m.runsInBackground(ctx, sb) {
+		m.touch(sb.ID)
+		return now.Add(sb.Settings.Idle)
 	}
 	due, falls := m.startFalling(sb.ID, sb.Settings.Idle, now)
 	if !falls {

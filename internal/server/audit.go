@@ -65,15 +65,20 @@ var auditActions = map[string]string{
 
 // auditSkipped are the routes that are not changes of state, though not
 // GETs: running a command, opening a connection and working on the files
-// inside (what a command could do as well) are uses of a sandbox.
+// inside, and the calls on its processes (what a command could do as
+// well) are uses of a sandbox.
 var auditSkipped = map[string]bool{
-	"POST /v1/sandboxes/{name}/exec":                 true,
-	"POST /v1/sandboxes/{name}/ports/{port}/connect": true,
-	"PUT /v1/sandboxes/{name}/files":                 true,
-	"DELETE /v1/sandboxes/{name}/files":              true,
-	"POST /v1/sandboxes/{name}/files/mkdir":          true,
-	"POST /v1/sandboxes/{name}/files/rename":         true,
-	"PUT /v1/sandboxes/{name}/files/tar":             true,
+	"POST /v1/sandboxes/{name}/exec":                   true,
+	"POST /v1/sandboxes/{name}/processes/{pid}/attach": true,
+	"POST /v1/sandboxes/{name}/processes/{pid}/stdin":  true,
+	"POST /v1/sandboxes/{name}/processes/{pid}/signal": true,
+	"POST /v1/sandboxes/{name}/processes/{pid}/wait":   true,
+	"POST /v1/sandboxes/{name}/ports/{port}/connect":   true,
+	"PUT /v1/sandboxes/{name}/files":                   true,
+	"DELETE /v1/sandboxes/{name}/files":                true,
+	"POST /v1/sandboxes/{name}/files/mkdir":            true,
+	"POST /v1/sandboxes/{name}/files/rename":           true,
+	"PUT /v1/sandboxes/{name}/files/tar":               true,
 }
 
 // auditNote is what the handler of one request tells the audit log: the

@@ -155,6 +155,28 @@ type Processes interface {
 	// ServiceLogs returns the last tail bytes of a service's log (0: the
 	// default amount). S01, S04, S07, S09 (no such service), V02.
 	ServiceLogs(ctx context.Context, account, name, service string, tail int) ([]byte, error)
+
+	// Processes lists the sandbox's background processes (running, or
+	// exited and kept), then its attached execs that run. S01, S04, S07.
+	Processes(ctx context.Context, account, name string) ([]api.Process, error)
+	// Process describes the process pid. S12 (no such process).
+	Process(ctx context.Context, account, name string, pid int) (api.Process, error)
+	// SignalProcess sends signal number sig to the process group of pid.
+	// S12, S13 (it has exited).
+	SignalProcess(ctx context.Context, account, name string, pid, sig int) error
+	// WriteStdin writes data to the stdin of background process pid, and
+	// closes it after if closeAfter. S12, S13, S14 (an attached exec),
+	// S15 (stdin closed), S16 (the process does not read it).
+	WriteStdin(ctx context.Context, account, name string, pid int, data []byte, closeAfter bool) error
+	// WaitProcess waits until background process pid has exited and
+	// returns it with its status. S12, S14.
+	WaitProcess(ctx context.Context, account, name string, pid int) (api.Process, error)
+	// AttachProcess returns background process pid and a stream of exec
+	// frames: its output from offset on, then its Exit frame; Stdin,
+	// StdinClose and Signal frames written to it reach the process. The
+	// caller closes it; the process runs on. S12, S14, V02 (offset past
+	// the end of the output).
+	AttachProcess(ctx context.Context, account, name string, pid int, offset int64) (api.Process, io.ReadWriteCloser, error)
 }
 
 // Files gives the file system of a running sandbox (the sandbox manager).

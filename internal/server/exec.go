@@ -21,7 +21,8 @@ import (
 // ExecUpgrade is the protocol name of an upgraded exec connection.
 const ExecUpgrade = "cairn-exec"
 
-// execSandbox runs a command. Detached: answers {"pid":N}. Attached: the
+// execSandbox runs a command. Detached or in the background: answers
+// {"pid":N}. Attached: the
 // request must ask to upgrade to cairn-exec; cairnd answers 101 and from
 // then on pipes exec frames (package api) both ways between the client and
 // cairn-init, until the Exit frame. The agent's stream carries the session
@@ -34,11 +35,12 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if !req.Detach && r.Header.Get("Upgrade") != ExecUpgrade {
+	attached := !req.Detach && !req.Background
+	if attached && r.Header.Get("Upgrade") != ExecUpgrade {
 		return errdefs.New(api.CodeInvalidRequest, "an attached exec must ask for `Upgrade: %s`", ExecUpgrade)
 	}
 	hj, ok := w.(http.Hijacker)
-	if !req.Detach && !ok {
+	if attached && !ok {
 		return errdefs.New(api.CodeInvalidRequest, "connection cannot be upgraded")
 	}
 	ctx, done := s.openSession(r)
@@ -47,7 +49,7 @@ func (s *Server) execSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.Detach {
+	if !attached {
 		writeJSON(w, http.StatusOK, api.ExecStarted{PID: pid})
 		return nil
 	}

@@ -252,6 +252,44 @@ func (f *fake) ServiceLogs(_ context.Context, account, name, service string, tai
 	return []byte("log of " + service), f.err
 }
 
+// fakeProcess is what the fake's process methods answer.
+var fakeProcess = api.Process{PID: 42, Command: []string{"sleep", "9"}, State: api.ProcessRunning, Background: true}
+
+func (f *fake) Processes(_ context.Context, account, name string) ([]api.Process, error) {
+	f.record("Processes", account, name)
+	return []api.Process{fakeProcess}, f.err
+}
+
+func (f *fake) Process(_ context.Context, account, name string, pid int) (api.Process, error) {
+	f.record("Process", account, name, pid)
+	return fakeProcess, f.err
+}
+
+func (f *fake) SignalProcess(_ context.Context, account, name string, pid, sig int) error {
+	f.record("SignalProcess", account, name, pid, sig)
+	return f.err
+}
+
+func (f *fake) WriteStdin(_ context.Context, account, name string, pid int, data []byte, closeAfter bool) error {
+	f.record("WriteStdin", account, name, pid, string(data), closeAfter)
+	return f.err
+}
+
+func (f *fake) WaitProcess(_ context.Context, account, name string, pid int) (api.Process, error) {
+	f.record("WaitProcess", account, name, pid)
+	p := fakeProcess
+	p.State, p.Exit = api.ProcessExited, &api.ExitStatus{Code: 3}
+	return p, f.err
+}
+
+func (f *fake) AttachProcess(_ context.Context, account, name string, pid int, offset int64) (api.Process, io.ReadWriteCloser, error) {
+	f.record("AttachProcess", account, name, pid, offset)
+	if f.err != nil {
+		return api.Process{}, nil, f.err
+	}
+	return fakeProcess, f.stream, nil
+}
+
 func (f *fake) Account(_ context.Context, account string) (api.AccountInfo, error) {
 	f.record("Account", account)
 	return api.AccountInfo{Name: account}, f.err

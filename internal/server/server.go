@@ -132,7 +132,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func statusOf(code string) int {
 	switch code {
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
-		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken, api.CodeNoFile:
+		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken, api.CodeNoFile, api.CodeNoProcess:
 		return http.StatusNotFound
 	case api.CodeUnauthenticated:
 		return http.StatusUnauthorized
@@ -145,7 +145,8 @@ func statusOf(code string) int {
 		return http.StatusConflict
 	case api.CodeNameTaken, api.CodeAlreadyRunning, api.CodeNotRunning, api.CodeSandboxBusy,
 		api.CodeSnapshotNameTaken, api.CodeCheckpointCurrent, api.CodeMemoryImageBad, api.CodeNoMemory, api.CodeNotOffsite, api.CodeLocalGone,
-		api.CodeImageExists, api.CodeImageInUse:
+		api.CodeImageExists, api.CodeImageInUse,
+		api.CodeProcessExited, api.CodeNotBackground, api.CodeStdinClosed, api.CodeStdinFull:
 		return http.StatusConflict
 	case api.CodeOffsiteUnavailable:
 		return http.StatusServiceUnavailable
@@ -162,7 +163,7 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case api.CodeDiskLimit, api.CodePoolFull, api.CodeFileNoSpace:
 		return http.StatusInsufficientStorage
-	case api.CodeTooManyRequests, api.CodeInsideQuota, api.CodeWatchLimit:
+	case api.CodeTooManyRequests, api.CodeInsideQuota, api.CodeWatchLimit, api.CodeTooManyProcesses:
 		return http.StatusTooManyRequests
 	case api.CodeAgentUnreachable, api.CodeSandboxDown, api.CodeNetworkUnavailable, api.CodePortNotRunning:
 		return http.StatusServiceUnavailable

@@ -242,3 +242,62 @@ func TestAttachedExecUpgradesAndPipes(t *testing.T) {
 		t.Fatalf("refused exec: %d %+v %v", resp.StatusCode, eb, err)
 	}
 }
+
+// An attach to a background process upgrades to cairn-exec, names the
+// pid and the offset the output starts at, pipes the process's frames to
+// the client and the client's frames to the process but for Hangup
+// frames (a client cannot hang a background process up); an attach the
+// role refuses is answered in the error shape.
+func TestProcessAttachUpgradesAndPipes(t *testing.T) {
+	f := newFake(t)
+	srv := httptest.NewServer(f.server())
+	defer srv.Close()
+	attach := func(clientSends []byte) (*bufio.Reader, net.Conn) {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		body := `{"offset":5}`
+		fmt.Fprintf(conn, "POST /v1/sandboxes/web/processes/42/attach HTTP/1.1\r\nHost: cairn\r\nUpgrade: %s\r\nConnection: Upgrade\r\nContent-Length: %d\r\n\r\n%s%s",
+			ExecUpgrade, len(body), body, clientSends)
+		return bufio.NewReader(conn), conn
+	}
+	var frames, in, wantIn bytes.Buffer
+	api.WriteFrame(&frames, api.FrameDropped, []byte(`{"offset":9}`))
+	api.WriteFrame(&frames, api.FrameStdout, []byte("output"))
+	api.WriteFrame(&frames, api.FrameExit, []byte(`{"code":143,"signal":"SIGTERM"}`))
+	api.WriteFrame(&in, api.FrameHangup, nil)
+	api.WriteFrame(&in, api.FrameStdin, []byte("typed"))
+	api.WriteFrame(&wantIn, api.FrameStdin, []byte("typed"))
+	f.stream = newFakeStream(frames.String(), wantIn.String())
+	br, conn := attach(in.Bytes())
+	defer conn.Close()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Cairn-Exec-Pid") != "42" || resp.Header.Get("Cairn-Output-Offset") != "0" {
+		t.Fatalf("attach: %d %v", resp.StatusCode, resp.Header)
+	}
+	out, err := io.ReadAll(br)
+	if err != nil || !bytes.Equal(out, frames.Bytes()) {
+		t.Fatalf("client read %.100q, %v; want the process's frames as sent", out, err)
+	}
+	if got := f.stream.input(); got != wantIn.String() {
+		t.Fatalf("process read %q, want the Stdin frame alone", got)
+	}
+	checkCalls(t, "attach", f.takeCalls(), &call{"AttachProcess", def, []any{"web", 42, int64(5)}}, "")
+
+	f.err = errdefs.New(api.CodeNoProcess, "no process 42")
+	br, conn = attach(nil)
+	defer conn.Close()
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb api.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || resp.StatusCode != http.StatusNotFound || eb.Error.Code != api.CodeNoProcess {
+		t.Fatalf("refused attach: %d %+v %v", resp.StatusCode, eb, err)
+	}
+}
