@@ -122,6 +122,14 @@ type Config struct {
 	// DATA-DIR/tls).
 	Listen          string
 	TLSCert, TLSKey string
+	// HostName is this host's name among the hosts (default: the
+	// machine's); Advertise the ADDR:PORT the others reach its API at
+	// (default: Listen's, when it names an address); HostCapacity the
+	// running sandboxes it is meant for (0: no bound). See
+	// docs/several-hosts.md.
+	HostName     string
+	Advertise    string
+	HostCapacity int
 	// BuildMax caps what a build's RUN steps may be given (--memory,
 	// --cpus, --step-timeout of cairn image build); a zero field is the
 	// host's RAM, its cores, api.MaxStepTimeout. The defaults of a build
@@ -185,11 +193,21 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// The metadata first: a database cairnd cannot use (or that another
 	// cairnd holds) stops it before it makes a pool.
-	db, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
+	db, locks, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	hostID, err := loadHostID(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	// This host among the hosts that share the store: a name another
+	// host has stops it here, before it makes a pool.
+	registry, err := registerHost(ctx, cfg, db, locks, hostID, remote)
+	if err != nil {
+		return err
+	}
 
 	runscPath, err := runsc.Find(cfg.Runsc)
 	if err != nil {
@@ -218,10 +236,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	opsCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
-	hostID, err := loadHostID(cfg.DataDir)
-	if err != nil {
-		return err
-	}
+	go registry.Run(opsCtx)
 	leases := lease.New(store, lease.NewOwner(hostID), time.Now)
 	go leases.Run(opsCtx)
 	runtime := runsc.New(runscPath, filepath.Join(cfg.DataDir, "runsc"))
@@ -229,11 +244,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("browse view: %w", err)
 	}
-	dsk := disks.New(disks.Config{Pool: pool, Store: store, Leases: leases, Runtime: runtime, View: view, Now: time.Now, DiskLimit: cfg.DiskLimit})
+	dsk := disks.New(disks.Config{Pool: pool, Store: store, Leases: leases, Runtime: runtime, View: view, Now: time.Now, DiskLimit: cfg.DiskLimit,
+		HostID: hostID, Mine: registry.Mine})
 	if err := dsk.Sweep(ctx, lease.OwnerPrefix(hostID)); err != nil {
 		return fmt.Errorf("recover checkpoint disks: %w", err)
 	}
-	offsites, err := offsite.NewSet(offsite.SetConfig{Store: store, Disk: offsite.FromDisks(dsk), Now: time.Now, DataDir: cfg.DataDir, Accounts: cfg.Offsite})
+	offsites, err := offsite.NewSet(offsite.SetConfig{Store: store, Disk: offsite.FromDisks(dsk), Now: time.Now, DataDir: cfg.DataDir, Accounts: cfg.Offsite, Cluster: registry})
 	if err != nil {
 		return err
 	}
@@ -278,6 +294,7 @@ func Run(ctx context.Context, cfg Config) error {
 		BrowseDir:   browseDir,
 		Offsite:     offsites,
 		HostID:      hostID,
+		Mine:        registry.Mine,
 		Observer:    obs,
 	})
 	if err != nil {
@@ -345,9 +362,10 @@ func Run(ctx context.Context, cfg Config) error {
 		netMgr.Sweep(func(name string) bool { return slices.Contains(names, name) })
 	}
 
-	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Complete: localtier.ServicesComplete(offsites), Policies: cfg.LocalTier, Now: time.Now})
+	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Complete: localtier.ServicesComplete(offsites), Policies: cfg.LocalTier, Now: time.Now, Mine: registry.Mine})
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
-		PoolWatch: dsk.NewPoolWatch(), LocalTier: tier, Now: time.Now}).Run(opsCtx)
+		PoolWatch: dsk.NewPoolWatch(), LocalTier: tier, Now: time.Now,
+		Mine: registry.Mine, Leader: registry.Leader, Down: registry.DownID}).Run(opsCtx)
 	go offsites.Run(opsCtx)
 	go accessSvc.PruneAudit(opsCtx)
 
