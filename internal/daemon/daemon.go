@@ -28,6 +28,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/hosts"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
@@ -64,10 +65,12 @@ var (
 	_ server.Operations   = (*operation.Registry)(nil)
 	_ server.Ports        = (*portproxy.Service)(nil)
 	_ server.Access       = (*access.Service)(nil)
+	_ server.Hosts        = (*hosts.Forwarder)(nil)
 	_ access.Emptier      = (*sandbox.Manager)(nil)
 
 	_ sandbox.Runtime       = (*runsc.Runsc)(nil)
 	_ catalog.Live          = (*sandbox.Instances)(nil)
+	_ catalog.Hosts         = (*hosts.Registry)(nil)
 	_ schedule.Checkpointer = (*sandbox.Manager)(nil)
 	_ schedule.Expirer      = (*catalog.Catalog)(nil)
 )
@@ -260,7 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// which itself needs the manager: bind it late.
 	var srv *server.Server
 	instances := sandbox.NewInstances()
-	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites})
+	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites, Hosts: registry})
 	// Metrics: observed by the manager, the upload queue and the API
 	// server; sandboxes by state and the off-site lag read at each scrape.
 	obs := metrics.New(Version, metrics.Sources{States: cat, Lags: offsiteLags(offsites)})
@@ -346,7 +349,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Files: sandboxFiles{mgr}, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
 			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
-		Requests: obs, Fingerprint: fingerprint,
+		Requests: obs, Fingerprint: fingerprint, Hosts: hosts.NewForwarder(registry, store, images.Builtin),
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

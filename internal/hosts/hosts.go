@@ -269,6 +269,15 @@ func (r *Registry) NameOf(id string) string {
 	return r.hosts[id].Name
 }
 
+// Where returns the name of the host with that id and whether it is down;
+// "" with one host (SQLite).
+func (r *Registry) Where(id string) (name string, down bool) {
+	if !r.Shared() {
+		return "", false
+	}
+	return r.NameOf(id), r.DownID(id)
+}
+
 // DownID reports whether the host with that id is known and down.
 func (r *Registry) DownID(id string) bool {
 	if id == "" || id == r.self.ID || !r.Shared() {
