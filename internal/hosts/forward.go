@@ -1,10 +1,13 @@
 package hosts
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -36,7 +39,14 @@ type Forwarder struct {
 
 	mu         sync.Mutex
 	transports map[string]*pinned // by host id
+	// ops are the operations other hosts started for requests this host
+	// forwarded (the id of an answer 202): the operation's host, by id.
+	ops map[string]string
 }
+
+// maxOps bounds the operations remembered; past it, the map starts again
+// (an operation followed since is then asked of this host, O01).
+const maxOps = 10000
 
 // pinned is the transport to one host, for one certificate.
 type pinned struct {
@@ -47,7 +57,7 @@ type pinned struct {
 // NewForwarder returns the forwarder of reg's host; builtin says which
 // images every host has.
 func NewForwarder(reg *Registry, store metadata.Store, builtin func(image string) bool) *Forwarder {
-	return &Forwarder{reg: reg, store: store, builtin: builtin, transports: map[string]*pinned{}}
+	return &Forwarder{reg: reg, store: store, builtin: builtin, transports: map[string]*pinned{}, ops: map[string]string{}}
 }
 
 // VerifyPeer checks a forwarded request's proof, "HOST-ID KEY", and
@@ -241,8 +251,9 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, hostID, call
 				pr.Out.Header.Del("Authorization")
 			}
 		},
-		Transport:     f.transport(h),
-		FlushInterval: -1,
+		Transport:      f.transport(h),
+		FlushInterval:  -1,
+		ModifyResponse: func(resp *http.Response) error { return f.noteOperation(resp, h.ID) },
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the caller went away
@@ -251,6 +262,41 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, hostID, call
 		},
 	}
 	proxy.ServeHTTP(w, r)
+}
+
+// OperationHost returns the host of an operation another host started
+// for a request this one forwarded; "" for one of this host's (or
+// unknown).
+func (f *Forwarder) OperationHost(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ops[id]
+}
+
+// noteOperation remembers the operation an answer 202 of host started, so
+// that following it here (GET /v1/operations/{id}) goes there too.
+func (f *Forwarder) noteOperation(resp *http.Response, host string) error {
+	if resp.StatusCode != http.StatusAccepted || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	var op struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(body, &op) == nil && op.ID != "" {
+		f.mu.Lock()
+		if len(f.ops) >= maxOps {
+			clear(f.ops)
+		}
+		f.ops[op.ID] = host
+		f.mu.Unlock()
+	}
+	return nil
 }
 
 // transport returns the pooled connections to h, pinned to its

@@ -332,4 +332,7 @@ type Hosts interface {
 	VerifyPeer(ctx context.Context, proof string) (string, error)
 	// List returns every host with its state and load.
 	List(ctx context.Context) ([]api.Host, error)
+	// OperationHost returns the host of an operation another host
+	// started for a request this one forwarded; "" otherwise.
+	OperationHost(id string) string
 }

@@ -94,6 +94,7 @@ func (h fakeHosts) Forward(w http.ResponseWriter, _ *http.Request, host, caller 
 	h.f.record("Hosts.Forward", "", host, caller)
 	w.WriteHeader(http.StatusTeapot)
 }
+func (h fakeHosts) OperationHost(string) string { return "" }
 func (h fakeHosts) List(context.Context) ([]api.Host, error) {
 	h.f.record("Hosts.List", "")
 	return []api.Host{{Name: "one", ID: "h1", State: api.HostUp, This: true}}, h.f.err

@@ -62,6 +62,8 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, rt route) boo
 // targetOf is the id of the host r is for, "" for this one.
 func (s *Server) targetOf(w http.ResponseWriter, r *http.Request, rt route) (string, error) {
 	switch {
+	case strings.HasPrefix(rt.path, "/v1/operations/{id}"):
+		return s.hosts.OperationHost(r.PathValue("id")), nil
 	case strings.HasPrefix(rt.path, "/v1/sandboxes/{name}"):
 		return s.hosts.SandboxHost(r.Context(), credential(r).Account, r.PathValue("name"))
 	case rt.method == http.MethodPost && rt.path == "/v1/sandboxes":

@@ -55,8 +55,8 @@ func TestRequestsForAnotherHostAreForwarded(t *testing.T) {
 	f, s := farServer(t)
 	remote := s.RemoteHandler(fakeAuth{}, nil)
 	for _, c := range []struct {
-		what string
-		h    http.Handler
+		what               string
+		h                  http.Handler
 		method, path, body string
 		hdr                []string
 		status             int
