@@ -87,7 +87,14 @@ type Registry struct {
 	hosts   map[string]metadata.Host // by id, as last read
 	readAt  time.Time
 	writers map[int64]*sync.Mutex // one writer per account in this process
+	// held bounds the accounts' writer locks held at once: each holds a
+	// connection of the store's pool, which the writes need too.
+	held chan struct{}
 }
+
+// maxWriters is how many accounts' repository writer locks a host holds
+// at once; the other accounts' queues wait their turn.
+const maxWriters = 4
 
 // Register records this host in the store (a new peer key each start)
 // and returns its registry; Run keeps it alive.
@@ -99,7 +106,7 @@ func Register(ctx context.Context, cfg Config) (*Registry, error) {
 	if _, err := rand.Read(key[:]); err != nil {
 		return nil, err
 	}
-	r := &Registry{cfg: cfg, peerKey: hex.EncodeToString(key[:]), writers: map[int64]*sync.Mutex{}}
+	r := &Registry{cfg: cfg, peerKey: hex.EncodeToString(key[:]), writers: map[int64]*sync.Mutex{}, held: make(chan struct{}, maxWriters)}
 	self := cfg.Self
 	self.PeerKeyHash = hashKey(r.peerKey)
 	stored, err := cfg.Store.RegisterHost(ctx, self)
@@ -326,6 +333,16 @@ func (r *Registry) AccountWriter(ctx context.Context, id int64) (release func(),
 	if !r.Shared() {
 		return mu.Unlock, nil
 	}
+	select {
+	case r.held <- struct{}{}:
+	case <-ctx.Done():
+		mu.Unlock()
+		return nil, ctx.Err()
+	}
+	giveUp := func() {
+		<-r.held
+		mu.Unlock()
+	}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		h, err := r.cfg.Locks.TryLock(ctx, AccountLock(id))
 		if err == nil {
@@ -333,16 +350,16 @@ func (r *Registry) AccountWriter(ctx context.Context, id int64) (release func(),
 				if err := h.Release(); err != nil {
 					slog.Warn("hosts: release an account's writer lock", "account", id, "err", err)
 				}
-				mu.Unlock()
+				giveUp()
 			}, nil
 		}
 		if !errors.Is(err, metadata.ErrConflict) {
-			mu.Unlock()
+			giveUp()
 			return nil, fmt.Errorf("the account's repository writer lock: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			mu.Unlock()
+			giveUp()
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
