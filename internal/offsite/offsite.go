@@ -349,6 +349,15 @@ func (s *Service) refreshHolders(r *repo.Repository) {
 var errWrongKey = errors.New("the key file does not open this account's repository (wrong key); checkpoints stay local")
 
 func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
+	if s.cluster != nil && s.cluster.Shared() {
+		// Another host may be making the repository at this moment: one
+		// looks and makes at a time, the others then find it made.
+		release, err := s.cluster.AccountWriter(ctx, s.account.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	secret, created, err := keySecret(s.cfg.KeyFile)
 	if err != nil {
 		return nil, err
