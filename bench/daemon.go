@@ -34,7 +34,8 @@ type benchDaemon struct {
 	internet *testnet.Internet
 }
 
-func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, error) {
+// startDaemon starts a cairnd; extra are more of its flags.
+func startDaemon(ctx context.Context, binDir, runscPath string, extra ...string) (*benchDaemon, error) {
 	dir, err := os.MkdirTemp("", "cairn-bench-")
 	if err != nil {
 		return nil, err
@@ -61,6 +62,7 @@ func startDaemon(ctx context.Context, binDir, runscPath string) (*benchDaemon, e
 	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config,
 		"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream, "--proxy-listen", "127.0.0.1:0",
 		"--listen", "127.0.0.1:0")
+	d.cmd.Args = append(d.cmd.Args, extra...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for the bench must not stop cairnd
 	// before the bench has deleted its sandboxes through it.
