@@ -317,6 +317,9 @@ func (f *Forwarder) transport(h metadata.Host) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 		TLSClientConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12,
+			// An exec's upgraded connection is never reused: each opens
+			// one, and a resumed session spares it the full handshake.
+			ClientSessionCache: tls.NewLRUClientSessionCache(64),
 			// The host's certificate is checked below against the
 			// fingerprint it registered, not against a CA: cairnd's
 			// own certificates are self-signed.
