@@ -61,9 +61,9 @@ type Config struct {
 	// run on the host whose pool holds the disks. Leader and Down (nil:
 	// this host leads, none is down) let the leader thin the checkpoints
 	// of deleted sandboxes whose host is down.
-	Mine   func(hostID string) bool
-	Leader func() bool
-	Down   func(hostID string) bool
+	Mine        func(hostID string) bool
+	Leader      func() bool
+	Down        func(hostID string) bool
 	LocalTier   LocalTier // nil: every local copy is kept
 	PoolWatch   PoolWatch // nil: nobody watches
 	Disks       Collector // nil: nothing to collect

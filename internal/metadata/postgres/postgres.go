@@ -405,4 +405,3 @@ func (l *Lock) Release() error {
 	_, err := l.conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, l.key)
 	return errors.Join(err, l.conn.Close())
 }
-
