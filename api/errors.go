@@ -105,5 +105,8 @@ const (
 	CodeNoOperation = "O01" // no operation with that id
 	CodeInterrupted = "O02" // the operation was interrupted by a cairnd restart and undone at its start
 
+	CodeNoHost   = "H01" // no host with that name (--host)
+	CodeHostDown = "H02" // the host is down (its heartbeat stopped) or cannot be reached, or has no API address the others reach
+
 	CodeInternal = "X01" // an unexpected failure inside cairnd
 )

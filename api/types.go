@@ -23,6 +23,9 @@ const (
 	// kept on disk, no host memory used); an exec, a port connection or
 	// a start wakes it, resuming its processes.
 	StateSleeping = "sleeping"
+	// StateHostDown: the host the sandbox is on is down (its heartbeat
+	// stopped); nothing can reach the sandbox until it is back.
+	StateHostDown = "host down"
 )
 
 // Restart policies of a sandbox (Sandbox.Restart, --restart).
@@ -70,8 +73,11 @@ const (
 // Sandbox is an isolated Linux environment: an image, a writable layer and
 // processes.
 type Sandbox struct {
-	ID          string  `json:"id"`
-	Name        string  `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Host is the name of the host it runs on (its root is in that host's
+	// pool; see docs/several-hosts.md).
+	Host        string  `json:"host,omitempty"`
 	Account     string  `json:"account"`
 	Image       string  `json:"image"`
 	State       string  `json:"state"`
@@ -206,7 +212,10 @@ type PoolSpace struct {
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
 type CreateSandboxRequest struct {
-	Name   string  `json:"name"`
+	Name string `json:"name"`
+	// Host is the name of the host to create it on (`cairn host list`);
+	// "": the least loaded host that is up (see docs/several-hosts.md).
+	Host   string  `json:"host,omitempty"`
 	Image  string  `json:"image,omitempty"` // default "busybox"
 	CPUs   float64 `json:"cpus,omitempty"`
 	Memory string  `json:"memory,omitempty"` // e.g. "512M", "2G"; default: no limit beyond the host's

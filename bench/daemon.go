@@ -35,7 +35,7 @@ type benchDaemon struct {
 }
 
 // startDaemon starts a cairnd for the bench; extra are more flags for it
-// (the postgres group's --database).
+// (the postgres group's --database, the hosts group's --host-name).
 func startDaemon(ctx context.Context, binDir, runscPath string, extra ...string) (*benchDaemon, error) {
 	dir, err := os.MkdirTemp("", "cairn-bench-")
 	if err != nil {

@@ -67,6 +67,7 @@ var groups = []group{
 	{"offsite", "off-site upload of 1 GiB to S3 (versitygw), first and incremental, vs. restic", benchOffsite},
 	{"network", "HTTP through the port proxy vs. direct, egress throughput vs. the host, create+start with vs. without networking", benchNetwork},
 	{"remote", "GET /v1/sandboxes and exec true over HTTPS with a token vs. the unix socket", benchRemote},
+	{"hosts", "GET /v1/sandboxes/{name} and exec true forwarded by another host vs. on the sandbox's own host (two cairnd on PostgreSQL)", benchHosts},
 	{"build", "build of an unchanged Dockerfile (all steps cached) vs. the same with --no-cache", benchBuild},
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
 	{"files", "Files API write and read of 1 GiB vs. exec -i cat and the host's own disk", benchFiles},
@@ -76,10 +77,12 @@ var groups = []group{
 
 // env is what every group gets: the daemon, its client and the floor.
 type env struct {
-	n     int // iterations per measurement
-	d     *benchDaemon
-	c     *client.Client
-	floor *bareRunsc
+	n      int // iterations per measurement
+	binDir string
+	runsc  string
+	d      *benchDaemon
+	c      *client.Client
+	floor  *bareRunsc
 }
 
 // warmSandbox runs for the whole bench; the busybox image is built for it.
@@ -171,7 +174,7 @@ func run(ctx context.Context, n int, selected []group, keepLog string) (err erro
 			}
 		}
 	}()
-	e := &env{n: n, d: d, c: d.client}
+	e := &env{n: n, d: d, c: d.client, binDir: binDir, runsc: runscPath}
 	e.floor = &bareRunsc{binary: runscPath, dir: filepath.Join(d.dataDir, "bare"), image: filepath.Join(d.poolDir(), "images", "busybox")}
 	if err := os.MkdirAll(e.floor.dir, 0o700); err != nil {
 		return err

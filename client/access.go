@@ -89,3 +89,10 @@ func (c *Client) Audit(ctx context.Context, since, target string, limit int) ([]
 	}
 	return out, c.do(ctx, "GET", path, nil, &out)
 }
+
+// Hosts lists the hosts that share cairnd's metadata database, with
+// their state and load (admin).
+func (c *Client) Hosts(ctx context.Context) ([]api.Host, error) {
+	var out []api.Host
+	return out, c.do(ctx, "GET", "/v1/hosts", nil, &out)
+}

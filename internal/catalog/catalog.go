@@ -53,6 +53,16 @@ type Config struct {
 	// Offsite is the account's off-site service; nil: off-site copies
 	// are off.
 	Offsite *offsite.Set
+	// Hosts names the host of a sandbox (hosts.Registry); nil: one host,
+	// named nowhere.
+	Hosts Hosts
+}
+
+// Hosts says where a sandbox is among the hosts.
+type Hosts interface {
+	// Where returns the name of the host with that id and whether it is
+	// down; "" with one host (SQLite), where no sandbox names its host.
+	Where(hostID string) (name string, down bool)
 }
 
 // Catalog answers for the account's sandboxes and checkpoints.

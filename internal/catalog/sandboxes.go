@@ -64,6 +64,12 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	if st, ok := c.busyState(ctx, sb.ID); ok {
 		out.State = st
 	}
+	if c.cfg.Hosts != nil {
+		var down bool
+		if out.Host, down = c.cfg.Hosts.Where(sb.HostID); down {
+			out.State = api.StateHostDown
+		}
+	}
 	live := c.cfg.Live.Live(sb.ID)
 	out.AutoCheckpointNote = live.AutoCheckpointNote
 	if live.Running {

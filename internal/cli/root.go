@@ -188,6 +188,7 @@ cairn exec passes the command's exit code through (see "cairn exec --help").`,
 		newVerifyCommand(g),
 		newOffsiteCommand(g),
 		newOperationCommand(g),
+		newHostCommand(g),
 		newVersionCommand(g),
 	)
 	return root

@@ -19,6 +19,7 @@ import (
 type createOptions struct {
 	Name           string
 	Image          string
+	OnHost         string // --on: the host to create it on
 	CPUs           float64
 	Memory         string
 	Disk           string // size, e.g. "20G"; "" for the daemon's default
@@ -63,6 +64,8 @@ killed on the host, out of host memory): on-failure (default) starts it
 again from its disk after 1 s, 2 s, 4 s, 8 s, 16 s, at most 5 times in 10
 minutes; always does so also when it ended by itself (kill 1 inside); no
 leaves it crashed. "cairn config" changes it.
+--on names the host to create it on when several hosts share cairnd's
+database ("cairn host list"; default: the least loaded host that is up).
 
 ` + networkHelp + ` "cairn network set" changes them.
 
@@ -96,6 +99,7 @@ leaves it crashed. "cairn config" changes it.
 	boundedSizeVar(f, &opts.Disk, "disk", api.MinDiskBytes, api.MaxDiskBytes, "disk size, the image's files included, e.g. 20G; 64M to the pool's size (default: cairnd's --default-disk)")
 	boundedDurationVar(f, &opts.AutoCheckpoint, "auto-checkpoint", api.MinAutoCheckpoint, api.MaxAutoCheckpoint, time.Second, "interval of automatic checkpoints, 60s to 24h, e.g. 15m (default 5m)")
 	f.StringVar(&opts.Restart, "restart", "", "what to do when the sandbox dies: on-failure, always, no (default on-failure)")
+	f.StringVar(&opts.OnHost, "on", "", "the host to create it on, of those that share the database (default: the least loaded; see \"cairn host list\")")
 	netFlags.register(f, "network")
 	opts.Settings.register(f, false)
 	return cmd
@@ -113,6 +117,7 @@ func runCreate(ctx context.Context, opts createOptions, g *globalOptions) error 
 		Inside:         opts.Inside,
 		Restart:        opts.Restart,
 		Network:        opts.Network,
+		Host:           opts.OnHost,
 	}
 	opts.Settings.create(&req)
 	op, err := c.CreateSandbox(ctx, req)

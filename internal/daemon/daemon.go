@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/hosts"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/image"
 	"github.com/cairn-sandbox/cairn/internal/image/build"
@@ -65,10 +66,12 @@ var (
 	_ server.Operations   = (*operation.Registry)(nil)
 	_ server.Ports        = (*portproxy.Service)(nil)
 	_ server.Access       = (*access.Service)(nil)
+	_ server.Hosts        = (*hosts.Forwarder)(nil)
 	_ access.Emptier      = (*sandbox.Manager)(nil)
 
 	_ sandbox.Runtime       = (*runsc.Runsc)(nil)
 	_ catalog.Live          = (*sandbox.Instances)(nil)
+	_ catalog.Hosts         = (*hosts.Registry)(nil)
 	_ schedule.Checkpointer = (*sandbox.Manager)(nil)
 	_ schedule.Expirer      = (*catalog.Catalog)(nil)
 )
@@ -126,6 +129,14 @@ type Config struct {
 	// DATA-DIR/tls).
 	Listen          string
 	TLSCert, TLSKey string
+	// HostName is this host's name among the hosts (default: the
+	// machine's); Advertise the ADDR:PORT the others reach its API at
+	// (default: Listen's, when it names an address); HostCapacity the
+	// running sandboxes it is meant for (0: no bound). See
+	// docs/several-hosts.md.
+	HostName     string
+	Advertise    string
+	HostCapacity int
 	// BuildMax caps what a build's RUN steps may be given (--memory,
 	// --cpus, --step-timeout of cairn image build); a zero field is the
 	// host's RAM, its cores, api.MaxStepTimeout. The defaults of a build
@@ -189,11 +200,21 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// The metadata first: a database cairnd cannot use (or that another
 	// cairnd holds) stops it before it makes a pool.
-	db, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
+	db, locks, closeDB, err := openStore(ctx, cfg.Database, cfg.DataDir)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	hostID, err := loadHostID(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	// This host among the hosts that share the store: a name another
+	// host has stops it here, before it makes a pool.
+	registry, err := registerHost(ctx, cfg, db, locks, hostID, remote)
+	if err != nil {
+		return err
+	}
 
 	runscPath, err := runsc.Find(cfg.Runsc)
 	if err != nil {
@@ -222,10 +243,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	opsCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
-	hostID, err := loadHostID(cfg.DataDir)
-	if err != nil {
-		return err
-	}
+	go registry.Run(opsCtx)
 	leases := lease.New(store, lease.NewOwner(hostID), time.Now)
 	go leases.Run(opsCtx)
 	runtime := runsc.New(runscPath, filepath.Join(cfg.DataDir, "runsc"))
@@ -233,11 +251,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("browse view: %w", err)
 	}
-	dsk := disks.New(disks.Config{Pool: pool, Store: store, Leases: leases, Runtime: runtime, View: view, Now: time.Now, DiskLimit: cfg.DiskLimit})
+	dsk := disks.New(disks.Config{Pool: pool, Store: store, Leases: leases, Runtime: runtime, View: view, Now: time.Now, DiskLimit: cfg.DiskLimit,
+		HostID: hostID, Mine: registry.Mine})
 	if err := dsk.Sweep(ctx, lease.OwnerPrefix(hostID)); err != nil {
 		return fmt.Errorf("recover checkpoint disks: %w", err)
 	}
-	offsites, err := offsite.NewSet(offsite.SetConfig{Store: store, Disk: offsite.FromDisks(dsk), Now: time.Now, DataDir: cfg.DataDir, Accounts: cfg.Offsite})
+	offsites, err := offsite.NewSet(offsite.SetConfig{Store: store, Disk: offsite.FromDisks(dsk), Now: time.Now, DataDir: cfg.DataDir, Accounts: cfg.Offsite, Cluster: registry})
 	if err != nil {
 		return err
 	}
@@ -248,7 +267,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// which itself needs the manager: bind it late.
 	var srv *server.Server
 	instances := sandbox.NewInstances()
-	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites})
+	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites, Hosts: registry})
 	// Metrics: observed by the manager, the upload queue and the API
 	// server; sandboxes by state and the off-site lag read at each scrape.
 	obs := metrics.New(Version, metrics.Sources{States: cat, Lags: offsiteLags(offsites)})
@@ -291,6 +310,7 @@ func Run(ctx context.Context, cfg Config) error {
 		BrowseDir:   browseDir,
 		Offsite:     offsites,
 		HostID:      hostID,
+		Mine:        registry.Mine,
 		Observer:    obs,
 	})
 	if err != nil {
@@ -342,7 +362,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Files: sandboxFiles{mgr}, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
 			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
-		Requests: obs, Fingerprint: fingerprint,
+		Requests: obs, Fingerprint: fingerprint, Hosts: hosts.NewForwarder(registry, store, images.Builtin),
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -358,9 +378,10 @@ func Run(ctx context.Context, cfg Config) error {
 		netMgr.Sweep(func(name string) bool { return slices.Contains(names, name) })
 	}
 
-	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Complete: localtier.ServicesComplete(offsites), Policies: cfg.LocalTier, Now: time.Now})
+	tier := localtier.New(localtier.Config{Store: store, Disks: dsk, Complete: localtier.ServicesComplete(offsites), Policies: cfg.LocalTier, Now: time.Now, Mine: registry.Mine})
 	go schedule.New(schedule.Config{Store: store, Pool: pool, Checkpoints: mgr, Expirer: cat, Disks: dsk,
-		PoolWatch: dsk.NewPoolWatch(), LocalTier: tier, Now: time.Now}).Run(opsCtx)
+		PoolWatch: dsk.NewPoolWatch(), LocalTier: tier, Now: time.Now,
+		Mine: registry.Mine, Leader: registry.Leader, Down: registry.DownID}).Run(opsCtx)
 	go offsites.Run(opsCtx)
 	go accessSvc.PruneAudit(opsCtx)
 

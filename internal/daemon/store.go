@@ -2,13 +2,13 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"path/filepath"
 	"time"
 
+	"github.com/cairn-sandbox/cairn/internal/hosts"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/postgres"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
@@ -35,36 +35,38 @@ func checkDatabase(database string) error {
 
 // openStore opens the metadata store Config.Database names: SQLite in
 // dataDir/cairn.db when it is "", else the PostgreSQL database at that
-// URL, on which cairnd then holds postgres.DaemonLock so that no second
-// cairnd runs on it. closeStore closes it (and lets go of the lock).
-func openStore(ctx context.Context, database, dataDir string) (store metadata.Store, closeStore func() error, err error) {
+// URL, which other hosts may share: locks are then its advisory locks
+// (nil with SQLite: one host). closeStore closes it.
+func openStore(ctx context.Context, database, dataDir string) (store metadata.Store, locks hosts.Locks, closeStore func() error, err error) {
 	if err := checkDatabase(database); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if database == "" {
 		s, err := sqlite.Open(filepath.Join(dataDir, "cairn.db"), time.Now)
 		if err != nil {
-			return nil, nil, fmt.Errorf("metadata: %w", err)
+			return nil, nil, nil, fmt.Errorf("metadata: %w", err)
 		}
-		return s, s.Close, nil
+		return s, nil, s.Close, nil
 	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	s, err := postgres.Open(openCtx, database, time.Now)
 	if err != nil {
-		return nil, nil, err
-	}
-	release, err := s.HoldLock(openCtx, postgres.DaemonLock)
-	if errors.Is(err, metadata.ErrConflict) {
-		s.Close()
-		return nil, nil, fmt.Errorf("another cairnd runs on the database %s (one cairnd per database until several hosts are supported): %w",
-			redact(database), err)
-	} else if err != nil {
-		s.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	slog.Info("metadata on PostgreSQL", "database", redact(database))
-	return s, func() error { return errors.Join(release(), s.Close()) }, nil
+	return s, pgLocks{s}, s.Close, nil
+}
+
+// pgLocks are PostgreSQL's advisory locks, for package hosts.
+type pgLocks struct{ s *postgres.Store }
+
+func (l pgLocks) TryLock(ctx context.Context, key int64) (hosts.Held, error) {
+	h, err := l.s.TryLock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // redact returns the URL without its password, for messages and logs.

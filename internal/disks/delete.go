@@ -75,6 +75,9 @@ func (d *Disks) collect(ctx context.Context) error {
 	free := map[string]string{} // absolute path → queued path
 	var paths []string
 	for _, q := range queued {
+		if !d.mine(q.HostID) {
+			continue // in another host's pool: that host frees it
+		}
 		holders, err := d.cfg.Leases.Holders(ctx, resourceOf(q.CheckpointID))
 		if err != nil {
 			errs = append(errs, err)

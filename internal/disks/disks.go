@@ -79,7 +79,16 @@ type Config struct {
 	// sandboxes and checkpoints take in the pool, for accounts without a
 	// limit of their own; 0 is unlimited.
 	DiskLimit int64
+	// HostID is this host's id, written into the rows of the checkpoints
+	// it takes; Mine says whether a row naming a host is this host's (nil:
+	// every row is). Disks on other hosts' pools are never looked at,
+	// recorded as lost or deleted here.
+	HostID string
+	Mine   func(hostID string) bool
 }
+
+// mine reports whether a row naming hostID has its disk in this pool.
+func (d *Disks) mine(hostID string) bool { return d.cfg.Mine == nil || d.cfg.Mine(hostID) }
 
 // Disks owns the checkpoint disks of one pool.
 type Disks struct {

@@ -76,8 +76,8 @@ func (d *Disks) Open(ctx context.Context, ck metadata.Checkpoint, purpose string
 // disk) is corrected to say the checkpoint has no local copy.
 func (d *Disks) localDisk(ctx context.Context, ck metadata.Checkpoint) (string, error) {
 	gone := fmt.Errorf("checkpoint %s/%s: %w", ck.SandboxName, ck.Seq, ErrLocalGone)
-	if ck.DiskPath == "" {
-		return "", gone
+	if ck.DiskPath == "" || !d.mine(ck.HostID) {
+		return "", gone // another host's copy is not this pool's
 	}
 	path, err := d.abs(ck.DiskPath)
 	if err != nil {

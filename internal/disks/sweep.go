@@ -26,9 +26,15 @@ func (d *Disks) Sweep(ctx context.Context, ownerPrefix string) error {
 	if len(reclaimed) > 0 {
 		slog.Info("recover: reclaimed leases of a stopped cairnd", "leases", len(reclaimed))
 	}
-	cks, err := d.cfg.Store.AllCheckpoints(ctx)
+	all, err := d.cfg.Store.AllCheckpoints(ctx)
 	if err != nil {
 		return err
+	}
+	var cks []metadata.Checkpoint // those whose disks are in this pool
+	for _, ck := range all {
+		if d.mine(ck.HostID) {
+			cks = append(cks, ck)
+		}
 	}
 	if err := d.adoptLegacyBrowse(ctx, cks); err != nil {
 		return err

@@ -57,6 +57,7 @@ func (d *Disks) Take(ctx context.Context, r TakeRequest) (metadata.Checkpoint, c
 		ID: id, AccountID: sb.AccountID, SandboxID: sb.ID, SandboxName: sb.Name,
 		Name: r.Name, Trigger: r.Trigger, Comment: r.Comment, Label: r.Label, Image: sb.Image,
 		HasMemory: r.Memory, DiskPath: d.cfg.Pool.Rel(d.cfg.Pool.CheckpointPath(id)), FromInside: r.FromInside,
+		HostID: d.cfg.HostID,
 	}
 	dest, _ := d.abs(row.DiskPath)
 	progress := r.Progress

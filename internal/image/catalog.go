@@ -87,6 +87,13 @@ func (c *Catalog) builtin(ctx context.Context, name string) (builder, bool) {
 	return b, true
 }
 
+// Builtin reports whether name is a built-in image (no pulled one
+// shadowing it): every host makes it where it is first used.
+func (c *Catalog) Builtin(name string) bool {
+	_, ok := c.builtin(context.Background(), name)
+	return ok
+}
+
 // Known reports whether name is an image the catalog can provide.
 func (c *Catalog) Known(name string) bool {
 	if _, ok := c.builders[name]; ok {

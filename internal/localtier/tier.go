@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +31,9 @@ type Config struct {
 	// file's); an account without one has DefaultPolicy.
 	Policies map[string]Policy
 	Now      func() time.Time
+	// Mine says whether a checkpoint naming a host has its local copy in
+	// this host's pool (nil: every one has): only those are planned here.
+	Mine func(hostID string) bool
 }
 
 // Tier applies the accounts' policies.
@@ -124,6 +128,9 @@ func (t *Tier) facts(ctx context.Context, acct metadata.Account) (Facts, error) 
 	var err error
 	if f.Checkpoints, err = t.cfg.Store.ListCheckpoints(ctx, acct.ID, metadata.CheckpointFilter{IncludeAuto: true}); err != nil {
 		return f, err
+	}
+	if t.cfg.Mine != nil {
+		f.Checkpoints = slices.DeleteFunc(f.Checkpoints, func(ck metadata.Checkpoint) bool { return !t.cfg.Mine(ck.HostID) })
 	}
 	if f.Sandboxes, err = t.cfg.Store.ListSandboxes(ctx, acct.ID, metadata.SandboxFilter{}); err != nil {
 		return f, err

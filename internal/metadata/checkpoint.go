@@ -86,6 +86,10 @@ type Checkpoint struct {
 	// root ("memory/<id>"); "" for none. Only a checkpoint with HasMemory
 	// has one. Unique like DiskPath.
 	MemoryPath string
+	// HostID is the host whose pool holds DiskPath and MemoryPath (Host.ID);
+	// "" for a checkpoint taken before hosts existed, or imported with no
+	// local copy. Set at create.
+	HostID string
 	// FromInside is true for a checkpoint asked for by a process inside
 	// the sandbox (through its management socket); set at create, cleared
 	// when the operator keeps it (KeepCheckpoint).

@@ -182,7 +182,11 @@ type Sandbox struct {
 	Network NetworkSettings
 	// Settings are the defaults of its processes and its labels; changed
 	// by SetSandboxSettings.
-	Settings  SandboxSettings
+	Settings SandboxSettings
+	// HostID is the host whose pool holds its root and which runs it
+	// (Host.ID); "" for a sandbox made before hosts existed. Set at
+	// create; SetSandboxHost moves it.
+	HostID    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -304,6 +308,9 @@ type DiskDelete struct {
 	Path         string // relative to the pool's root; passes ValidatePoolPath
 	CheckpointID string // the checkpoint that named it
 	QueuedAt     time.Time
+	// HostID is the host whose pool holds the path (the checkpoint's
+	// HostID); only that host deletes it.
+	HostID string
 }
 
 // Store persists accounts with their API tokens, sandboxes, checkpoints
@@ -341,6 +348,8 @@ type Store interface {
 	// Accounts (see AccountStore) and their API tokens (TokenStore).
 	AccountStore
 	TokenStore
+	// The hosts that share the store (HostStore).
+	HostStore
 
 	// CreateSandbox stores a new sandbox. sb.ID is chosen by the caller.
 	// It fails with ErrConflict when the account already has a sandbox

@@ -88,6 +88,7 @@ type Service struct {
 
 	disk     Disks
 	observer Observer // nil: nobody is told about uploads
+	cluster  Cluster  // nil: one host
 
 	mu        sync.Mutex
 	repo      *repo.Repository // nil until opened
@@ -231,10 +232,29 @@ func (s *Service) untilDue() time.Duration {
 }
 
 // step does one piece of work and reports whether more is waiting.
+//
+// With several hosts, a step is this host's turn as the account's one
+// writer (Cluster.AccountWriter): it reads the heads again, since another
+// host may have committed since, and then writes. Only the leader does
+// the account-wide work (queued deletes, repairs, garbage collections);
+// each host uploads the checkpoints whose disks are in its pool.
 func (s *Service) step(ctx context.Context) bool {
 	r := s.ensureRepo(ctx)
 	if r == nil {
 		return false
+	}
+	if s.cluster != nil {
+		release, err := s.cluster.AccountWriter(ctx, s.account.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				slog.Warn("off-site: wait for the account's writer lock", "err", err)
+			}
+			return false
+		}
+		defer release()
+		if s.cluster.Shared() {
+			s.reload(ctx, r)
+		}
 	}
 	// The account's checkpoints, those of deleted sandboxes and automatic
 	// ones included: the repository holds exactly their manifests.
@@ -245,14 +265,49 @@ func (s *Service) step(ctx context.Context) bool {
 	}
 	defer s.refreshHolders(r)
 	s.forgetFailures(cks)
-	s.learnMemory(ctx, r, cks)
-	s.deleteQueued(ctx, r, cks)
-	if s.uploadNext(ctx, r, cks) {
+	// Another host's checkpoints are its own to upload; their memory
+	// images live on it.
+	mine := s.uploadable(cks)
+	s.learnMemory(ctx, r, mine)
+	leader := s.cluster == nil || s.cluster.Leader()
+	if leader {
+		s.deleteQueued(ctx, r, cks)
+	}
+	if s.uploadNext(ctx, r, mine) {
 		return true
 	}
-	s.repairLagging(ctx, r)
-	s.collectIfDue(ctx, r)
+	if leader {
+		s.repairLagging(ctx, r)
+		s.collectIfDue(ctx, r)
+	}
 	return false
+}
+
+// Cluster is what an account's service needs of the hosts around it
+// (hosts.Registry).
+type Cluster interface {
+	// Shared reports whether other hosts may write the repository too.
+	Shared() bool
+	// Mine reports whether a checkpoint naming hostID has its disk here.
+	Mine(hostID string) bool
+	// Leader reports whether this host does the account-wide work now.
+	Leader() bool
+	// AccountWriter waits until this host is the account's one writer.
+	AccountWriter(ctx context.Context, accountID int64) (release func(), err error)
+}
+
+// uploadable keeps the checkpoints whose disks this host reads.
+func (s *Service) uploadable(cks []metadata.Checkpoint) []metadata.Checkpoint {
+	if s.cluster == nil {
+		return cks
+	}
+	out := make([]metadata.Checkpoint, 0, len(cks))
+	for _, ck := range cks {
+		if s.cluster.Mine(ck.HostID) {
+			out = append(out, ck)
+		}
+	}
+	return out
 }
 
 // ensureRepo opens (or, on first use, creates) the repository; nil while
@@ -306,6 +361,15 @@ func (s *Service) refreshHolders(r *repo.Repository) {
 var errWrongKey = errors.New("the key file does not open this account's repository (wrong key); checkpoints stay local")
 
 func (s *Service) openRepo(ctx context.Context) (*repo.Repository, error) {
+	if s.cluster != nil && s.cluster.Shared() {
+		// Another host may be making the repository at this moment: one
+		// looks and makes at a time, the others then find it made.
+		release, err := s.cluster.AccountWriter(ctx, s.account.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	secret, created, err := keySecret(s.cfg.KeyFile)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ type Set struct {
 	dataDir  string
 	configs  map[string]Config // by account name, from the config file
 	observer Observer
+	cluster  Cluster
 
 	mu        sync.Mutex
 	services  map[int64]*Service
@@ -44,6 +45,9 @@ type SetConfig struct {
 	// account name. An account without one gets the default of
 	// AccountDefaults.
 	Accounts map[string]Config
+	// Cluster is the hosts around this one (hosts.Registry); nil: one
+	// host, which uploads every checkpoint and is the one writer.
+	Cluster Cluster
 }
 
 // NewSet checks every configured account's off-site config and returns
@@ -52,7 +56,7 @@ func NewSet(cfg SetConfig) (*Set, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Set{store: cfg.Store, disk: cfg.Disk, now: cfg.Now, dataDir: cfg.DataDir, configs: map[string]Config{}, services: map[int64]*Service{}, stops: map[int64]func(){}, forgotten: map[int64]bool{}}
+	s := &Set{store: cfg.Store, disk: cfg.Disk, now: cfg.Now, dataDir: cfg.DataDir, cluster: cfg.Cluster, configs: map[string]Config{}, services: map[int64]*Service{}, stops: map[int64]func(){}, forgotten: map[int64]bool{}}
 	for name, c := range cfg.Accounts {
 		if err := metadata.ValidateAccountName(name); err != nil {
 			return nil, fmt.Errorf("off-site config of account %q: %w", name, err)
@@ -137,6 +141,7 @@ func (s *Set) add(acct metadata.Account) *Service {
 		cfg = Config{Disabled: true}
 	}
 	svc := New(cfg, s.store, acct, s.disk, s.now)
+	svc.cluster = s.cluster
 	if s.observer != nil {
 		svc.SetObserver(s.observer)
 	}

@@ -244,6 +244,14 @@ func (s *Service) verify(ctx context.Context, location string, noRepair bool, pr
 	if err != nil {
 		return nil, err
 	}
+	if s.cluster != nil && !noRepair {
+		// A repair writes: as the account's one writer, across hosts.
+		release, err := s.cluster.AccountWriter(ctx, s.account.ID)
+		if err != nil {
+			return nil, errdefs.New(api.CodeOffsiteUnavailable, "wait for the account's repository writer: %v", err)
+		}
+		defer release()
+	}
 	if err := r.Reload(ctx); err != nil {
 		return nil, errdefs.New(api.CodeOffsiteUnavailable, "read the off-site repository: %v", err)
 	}

@@ -157,6 +157,7 @@ var tags = []obj{
 	{{"name", "ports"}, {"description", "Published ports and raw connections (docs/ports.md)"}},
 	{{"name", "account"}, {"description", "The caller's account"}},
 	{{"name", "access"}, {"description", "Accounts, API tokens and the audit log (docs/accounts.md)"}},
+	{{"name", "hosts"}, {"description", "The hosts that share one metadata database (docs/several-hosts.md)"}},
 	{{"name", "operations"}, {"description", "Long work and its events"}},
 }
 

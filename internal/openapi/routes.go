@@ -69,7 +69,7 @@ var operations = []op{
 		body: jsonBody[api.CreateSandboxRequest]("name is required; the rest have defaults (busybox, no CPU or memory limit, cairnd's --default-disk, checkpoints every 5m when the disk changed, network egress)."),
 		resp: accepted("the Sandbox"),
 		codes: []string{api.CodeInvalidName, api.CodeInvalidArgument, api.CodeInvalidRule, api.CodeNoImage, api.CodeDiskLimit, api.CodePoolFull, api.CodeNameTaken,
-			api.CodeRuntimeFailed, api.CodeNetworkUnavailable}},
+			api.CodeRuntimeFailed, api.CodeNetworkUnavailable, api.CodeNoHost, api.CodeHostDown}},
 	{method: "GET", path: "/v1/sandboxes/{name}", id: "getSandbox", tag: "sandboxes", summary: "A sandbox, with its disk usage",
 		resp: []resp{ok[api.Sandbox]("The sandbox.")}, codes: []string{api.CodeNoSandbox}},
 	{method: "DELETE", path: "/v1/sandboxes/{name}", id: "deleteSandbox", tag: "sandboxes", summary: "Delete a sandbox",
@@ -319,6 +319,10 @@ var operations = []op{
 	{method: "DELETE", path: "/v1/tokens/{id}", id: "revokeToken", tag: "access", summary: "Revoke an API token", admin: true,
 		desc: "It is refused from its next request on.",
 		resp: []resp{ok[api.Token]("The revoked token.")}, codes: []string{api.CodeNoToken}},
+
+	{method: "GET", path: "/v1/hosts", id: "listHosts", tag: "hosts", summary: "List the hosts", admin: true,
+		desc: "Every cairnd that shares the metadata database, with its state (up, or down once its heartbeat stopped), load and sandboxes; one host with SQLite. See docs/several-hosts.md.",
+		resp: []resp{list[api.Host]("The hosts, by name.")}},
 
 	{method: "POST", path: "/v1/verify", id: "verify", tag: "checkpoints", summary: "Verify the account's checkpoints",
 		desc: "Locally, or with offsite every object in the off-site locations read back and authenticated, damage repaired from the other location unless no_repair.",

@@ -128,6 +128,7 @@ func (m *Manager) create(ctx context.Context, op *operation.Op, sb metadata.Sand
 	}
 	sb.State = metadata.SandboxRunning
 	sb.Settings = armed(sb.Settings, m.cfg.Now()) // its timeout runs from its start
+	sb.HostID = m.cfg.HostID                      // its root is in this host's pool
 	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
 		if errors.Is(err, metadata.ErrConflict) {
 			return errdefs.Wrap(api.CodeNameTaken, err, "a sandbox named %q already exists", sb.Name)

@@ -106,6 +106,7 @@ func (m *Manager) endExpired(ctx context.Context) time.Time {
 		slog.Warn("lifetimes: list sandboxes", "err", err)
 		return m.cfg.Now().Add(lifetimeRetry)
 	}
+	sbs = mineOnly(m.cfg, sbs)
 	now := m.cfg.Now()
 	var next time.Time
 	for _, sb := range sbs {

@@ -113,6 +113,10 @@ type Config struct {
 	// operations that the earlier instances on this host left unfinished
 	// (see journal.go); "" undoes none.
 	HostID string
+	// Mine says whether a sandbox row naming a host is this host's (nil:
+	// every one is): recovery and the lifetime and idle loops look only at
+	// this host's sandboxes; a new sandbox's row names HostID.
+	Mine func(hostID string) bool
 	// Observer is told how checkpoints and restores went; nil: nobody.
 	Observer Observer
 	// Reads records in which order a sandbox reads its files after it
@@ -120,6 +124,20 @@ type Config struct {
 	// default); nil: nothing is recorded.
 	Reads       *accessorder.Watcher
 	ReadsWindow time.Duration
+}
+
+// mineOnly keeps the sandboxes of sbs that run on this host (cfg.Mine).
+func mineOnly(cfg Config, sbs []metadata.Sandbox) []metadata.Sandbox {
+	if cfg.Mine == nil {
+		return sbs
+	}
+	out := sbs[:0:0]
+	for _, sb := range sbs {
+		if cfg.Mine(sb.HostID) {
+			out = append(out, sb)
+		}
+	}
+	return out
 }
 
 // Manager owns every sandbox of this host.

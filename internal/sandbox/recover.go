@@ -42,6 +42,9 @@ func (m *recovery) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// This host's alone: a container of a sandbox whose row names another
+	// host (moved while this one was down) is swept as unknown.
+	rows = mineOnly(m.cfg, rows)
 	known := map[string]bool{}
 	for _, sb := range rows {
 		known[sb.ID] = true

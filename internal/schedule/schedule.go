@@ -56,6 +56,14 @@ type LocalTier interface {
 
 // Config is what a Scheduler needs.
 type Config struct {
+	// Mine says whether a row naming a host (a sandbox, a checkpoint) is
+	// this host's (nil: every row is): interval checkpoints and retention
+	// run on the host whose pool holds the disks. Leader and Down (nil:
+	// this host leads, none is down) let the leader thin the checkpoints
+	// of deleted sandboxes whose host is down.
+	Mine        func(hostID string) bool
+	Leader      func() bool
+	Down        func(hostID string) bool
 	LocalTier   LocalTier // nil: every local copy is kept
 	PoolWatch   PoolWatch // nil: nobody watches
 	Disks       Collector // nil: nothing to collect
@@ -106,6 +114,9 @@ func (m *Scheduler) Tick(ctx context.Context) error {
 	live := map[string]bool{}
 	for _, sb := range sandboxes {
 		live[sb.ID] = true
+		if !m.mine(sb.HostID) {
+			continue // another host's to check
+		}
 		if err := m.intervalCheckpoint(ctx, sb, now); err != nil {
 			slog.Warn("interval checkpoint", "sandbox", sb.Name, "err", err)
 		}
@@ -205,6 +216,9 @@ func (m *Scheduler) applyRetention(ctx context.Context, sandboxes []metadata.San
 			bySandbox[ck.SandboxID] = append(bySandbox[ck.SandboxID], ck)
 		}
 		for sbID, cks := range bySandbox {
+			if !m.retains(cks, live[sbID]) {
+				continue
+			}
 			if live[sbID] {
 				cks = automatic(cks) // a live sandbox keeps its manual ones
 			}
@@ -223,6 +237,20 @@ func (m *Scheduler) applyRetention(ctx context.Context, sandboxes []metadata.San
 		}
 	}
 	return nil
+}
+
+func (m *Scheduler) mine(hostID string) bool { return m.cfg.Mine == nil || m.cfg.Mine(hostID) }
+
+// retains reports whether this host applies retention to one sandbox's
+// checkpoints: those of its pool (the newest one's host: where the
+// sandbox last ran), and, on the leader, a deleted sandbox's whose host is
+// down.
+func (m *Scheduler) retains(cks []metadata.Checkpoint, alive bool) bool {
+	host := cks[len(cks)-1].HostID
+	if m.mine(host) {
+		return true
+	}
+	return !alive && m.cfg.Leader != nil && m.cfg.Leader() && m.cfg.Down != nil && m.cfg.Down(host)
 }
 
 // automatic returns the checkpoints of cks that cairn took by itself.

@@ -41,6 +41,7 @@ var adminRoutes = map[string]bool{
 	"PATCH /v1/accounts/{name}":  true,
 	"DELETE /v1/accounts/{name}": true,
 	"GET /v1/tokens":             true,
+	"GET /v1/hosts":              true,
 	"POST /v1/tokens":            true,
 	"DELETE /v1/tokens/{id}":     true,
 }
@@ -78,6 +79,18 @@ func (s *Server) RemoteHandler(authn Authenticator, h http.Handler) http.Handler
 			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited,
 				"too many requests with bad API tokens from this address: wait for Retry-After")
 			return
+		}
+		if ctx, ok, err := s.peer(r); ok {
+			if err != nil {
+				s.authFails.failed(r.RemoteAddr)
+				s.fail(w, r, err)
+				return
+			}
+			r = r.WithContext(ctx)
+			if _, done := auth.FromContext(ctx); done {
+				h.ServeHTTP(w, r) // the unix socket's administrator, on another host
+				return
+			}
 		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" {

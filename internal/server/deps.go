@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/operation"
@@ -328,4 +329,32 @@ type Deps struct {
 	// listener serves now (GET /v1 answers it in tls_fingerprint); nil:
 	// the ServerInfo's, as given.
 	Fingerprint func() string
+	// Hosts are the hosts that share the metadata (hosts.Forwarder): a
+	// request for a sandbox of another host is forwarded to it. nil: one
+	// host, and GET /v1/hosts answers none.
+	Hosts Hosts
+}
+
+// Hosts is where requests go among the hosts (hosts.Forwarder).
+type Hosts interface {
+	// SandboxHost returns the id of the host that runs the account's
+	// sandbox called name when it is another one; "" when it is this
+	// host, or there is no such sandbox.
+	SandboxHost(ctx context.Context, account, name string) (string, error)
+	// Place chooses the host of a new sandbox of image: the host named
+	// want, or the least loaded one; "" is this host. H01 for no host of
+	// that name, H02 for one that is down.
+	Place(ctx context.Context, want, image string) (string, error)
+	// Forward serves r on the host with that id, for caller
+	// (api.CallerToken, api.CallerSocket); fail answers an error that
+	// came before the host answered.
+	Forward(w http.ResponseWriter, r *http.Request, hostID, caller string, fail func(error))
+	// VerifyPeer checks a forwarded request's api.PeerHeader and returns
+	// the name of the host that sent it.
+	VerifyPeer(ctx context.Context, proof string) (string, error)
+	// List returns every host with its state and load.
+	List(ctx context.Context) ([]api.Host, error)
+	// OperationHost returns the host of an operation another host
+	// started for a request this one forwarded; "" otherwise.
+	OperationHost(id string) string
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,7 @@ var (
 	_ Operations   = fakeOps{}
 	_ SandboxScope = (*fake)(nil)
 	_ Ports        = (*fake)(nil)
+	_ Hosts        = fakeHosts{}
 )
 
 func newFake(t *testing.T) *fake {
@@ -75,8 +77,27 @@ func newFake(t *testing.T) *fake {
 func (f *fake) server() *Server {
 	return New(Deps{
 		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Files: f, Accounts: f, Access: fakeAccess{f}, Audit: &f.audit,
-		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub,
+		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub, Hosts: fakeHosts{f},
 	}, api.ServerInfo{Version: "test"})
+}
+
+// fakeHosts is one host: every sandbox is its own (SandboxHost and Place
+// answer "", unrecorded, as on one host); List is recorded.
+type fakeHosts struct{ f *fake }
+
+func (h fakeHosts) SandboxHost(context.Context, string, string) (string, error) { return "", nil }
+func (h fakeHosts) Place(context.Context, string, string) (string, error)       { return "", nil }
+func (h fakeHosts) VerifyPeer(context.Context, string) (string, error) {
+	return "", errdefs.New(api.CodeUnauthenticated, "no peers")
+}
+func (h fakeHosts) Forward(w http.ResponseWriter, _ *http.Request, host, caller string, _ func(error)) {
+	h.f.record("Hosts.Forward", "", host, caller)
+	w.WriteHeader(http.StatusTeapot)
+}
+func (h fakeHosts) OperationHost(string) string { return "" }
+func (h fakeHosts) List(context.Context) ([]api.Host, error) {
+	h.f.record("Hosts.List", "")
+	return []api.Host{{Name: "one", ID: "h1", State: api.HostUp, This: true}}, h.f.err
 }
 
 func (f *fake) record(method, account string, args ...any) {

@@ -102,6 +102,8 @@ var routeCases = []routeCase{
 		want: &call{"Access.CreateToken", "", []any{def, "ci", auth.RoleRead, 30 * 24 * time.Hour}}, bodyHas: `"token":"cairn_x"`},
 	{method: "DELETE", pattern: "/v1/tokens/{id}", path: "/v1/tokens/abcdefghijkl", status: 200,
 		want: &call{"Access.RevokeToken", "", []any{"abcdefghijkl"}}},
+	{method: "GET", pattern: "/v1/hosts", path: "/v1/hosts", status: 200,
+		want: &call{"Hosts.List", "", nil}, bodyHas: `"state":"up"`},
 	{method: "POST", pattern: "/v1/images/prune", path: "/v1/images/prune", status: 200,
 		want: &call{"Images.PruneCache", "", nil}, bodyHas: `"removed":3`},
 	{method: "GET", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,

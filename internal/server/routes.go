@@ -81,6 +81,7 @@ var routes = []route{
 	{"POST", "/v1/verify", (*Server).verify},
 	{"GET", "/v1/offsite/checkpoints", (*Server).offsiteCheckpoints},
 	{"POST", "/v1/offsite/import", (*Server).importOffsite},
+	{"GET", "/v1/hosts", (*Server).listHosts},
 	{"GET", "/v1/operations", (*Server).listOperations},
 	{"GET", "/v1/operations/{id}", (*Server).getOperation},
 	{"GET", "/v1/operations/{id}/events", (*Server).operationEvents},

@@ -58,6 +58,8 @@ type Server struct {
 	audit    Auditor // nil: no audit log
 	// requests is told about every request answered; nil: nobody.
 	requests RequestObserver
+	// hosts are the other hosts (forward.go); nil: one host.
+	hosts Hosts
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
@@ -67,7 +69,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, files: d.Files, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
-		requests: d.Requests, fingerprint: d.Fingerprint,
+		requests: d.Requests, fingerprint: d.Fingerprint, hosts: d.Hosts,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
 	s.mux = newMux(s, hostAPI, routes)
@@ -109,6 +111,9 @@ func newMux(s *Server, apiName string, rts []route) *http.ServeMux {
 				writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 				return
 			}
+			if s.forwarded(w, r, rt) {
+				return
+			}
 			if err := rt.handler(s, w, r); err != nil {
 				s.fail(w, r, err)
 			}
@@ -125,12 +130,17 @@ func newMux(s *Server, apiName string, rts []route) *http.ServeMux {
 // ServeHTTP implements http.Handler.
 // Its requests are the unix socket's: the default account's, as admin.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mux.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), socketCredential)))
+	ctx := context.WithValue(auth.NewContext(r.Context(), socketCredential), viaSocketKey{}, true)
+	s.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // statusOf maps an error code to its HTTP status.
 func statusOf(code string) int {
 	switch code {
+	case api.CodeNoHost:
+		return http.StatusNotFound
+	case api.CodeHostDown:
+		return http.StatusServiceUnavailable
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
 		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken, api.CodeNoFile, api.CodeNoProcess:
 		return http.StatusNotFound
@@ -226,18 +236,24 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 	}
 	if err != nil {
-		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-			return errdefs.Wrap(api.CodeInvalidRequest, err, "request body is larger than the limit of %d MiB", maxBody>>20)
-		}
 		if errors.Is(err, io.EOF) {
 			return errdefs.New(api.CodeInvalidRequest, "request body is empty; expected JSON")
 		}
-		if err := bodyTimeout(err); err != nil {
-			return err
-		}
-		return errdefs.Wrap(api.CodeInvalidRequest, err, "malformed JSON body")
+		return jsonBodyError(err)
 	}
 	return nil
+}
+
+// jsonBodyError is the error of a JSON body that could not be read or
+// decoded: too large, too slow, or malformed.
+func jsonBodyError(err error) error {
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		return errdefs.Wrap(api.CodeInvalidRequest, err, "request body is larger than the limit of %d MiB", maxBody>>20)
+	}
+	if err := bodyTimeout(err); err != nil {
+		return err
+	}
+	return errdefs.Wrap(api.CodeInvalidRequest, err, "malformed JSON body")
 }
 
 // bodyTimeout is the error of a request body the client did not send

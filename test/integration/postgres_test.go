@@ -17,8 +17,9 @@ import (
 
 // TestDaemonOnPostgres runs cairnd with its metadata on PostgreSQL
 // (--database): a sandbox and a checkpoint are made, nothing is kept in
-// SQLite, a second cairnd on the same database is refused, and after a
-// restart cairnd finds both in the database.
+// SQLite, a second cairnd on the same database under the same host name
+// is refused (hosts share a database under names of their own: see
+// hosts_test.go), and after a restart cairnd finds both in the database.
 func TestDaemonOnPostgres(t *testing.T) {
 	url := pgtest.New(t)
 	d := startDaemon(t, "--database", url)
@@ -32,7 +33,8 @@ func TestDaemonOnPostgres(t *testing.T) {
 		t.Errorf("cairn.db in the data dir with --database (stat: %v)", err)
 	}
 
-	// A second cairnd on the same database stops before it makes anything.
+	// A second cairnd on the same database with the same (default) host
+	// name stops before it makes anything.
 	other := t.TempDir()
 	cmd := exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", other,
 		"--socket", filepath.Join(other, "cairn.sock"), "--database", url)
@@ -45,7 +47,7 @@ func TestDaemonOnPostgres(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(out.String(), "another cairnd runs on the database") {
+		if err == nil || !strings.Contains(out.String(), "is another host's") {
 			t.Errorf("second cairnd: %v\n%s", err, out.String())
 		}
 	case <-time.After(30 * time.Second):

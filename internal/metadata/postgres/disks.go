@@ -99,8 +99,8 @@ func (s *Store) SetCheckpointDisk(ctx context.Context, id, diskPath string) erro
 			return err
 		}
 		if old != "" {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO disk_deletes (path, checkpoint_id, queued_at)
-				VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, old, id, s.nowTime()); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO disk_deletes (path, checkpoint_id, queued_at, host_id)
+				VALUES ($1, $2, $3, (SELECT host_id FROM checkpoints WHERE id = $2)) ON CONFLICT DO NOTHING`, old, id, s.nowTime()); err != nil {
 				return fmt.Errorf("queue the disk delete of %q: %w", old, err)
 			}
 		}
@@ -119,7 +119,7 @@ func (s *Store) SetCheckpointDisk(ctx context.Context, id, diskPath string) erro
 // DiskDeletes implements metadata.Store.
 func (s *Store) DiskDeletes(ctx context.Context) ([]metadata.DiskDelete, error) {
 	out, err := func() ([]metadata.DiskDelete, error) {
-		rows, err := s.db.QueryContext(ctx, `SELECT path, checkpoint_id, queued_at FROM disk_deletes ORDER BY queued_at, serial`)
+		rows, err := s.db.QueryContext(ctx, `SELECT path, checkpoint_id, queued_at, host_id FROM disk_deletes ORDER BY queued_at, serial`)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +130,7 @@ func (s *Store) DiskDeletes(ctx context.Context) ([]metadata.DiskDelete, error) 
 				d      metadata.DiskDelete
 				queued time.Time
 			)
-			if err := rows.Scan(&d.Path, &d.CheckpointID, &queued); err != nil {
+			if err := rows.Scan(&d.Path, &d.CheckpointID, &queued, &d.HostID); err != nil {
 				return nil, err
 			}
 			if err := metadata.ValidatePoolPath(d.Path); err != nil {

@@ -355,9 +355,25 @@ func readTime(t sql.NullTime) time.Time {
 // its own and keeps it until release is called (or the connection, or
 // the process, ends: the server then lets go of it). A lock another
 // session holds is an error wrapping metadata.ErrConflict, at once: it
-// does not wait. cairnd holds DaemonLock this way for as long as it
-// runs.
+// does not wait.
 func (s *Store) HoldLock(ctx context.Context, key int64) (release func() error, err error) {
+	l, err := s.TryLock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return l.Release, nil
+}
+
+// Lock is a session-level advisory lock held on a connection of its own.
+type Lock struct {
+	conn *sql.Conn
+	key  int64
+}
+
+// TryLock takes the session-level advisory lock key on a connection of
+// its own, as HoldLock does; the hosts' leader and the accounts'
+// repository writers are held this way (package hosts).
+func (s *Store) TryLock(ctx context.Context, key int64) (*Lock, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: lock %d: connect: %w", key, err)
@@ -371,14 +387,21 @@ func (s *Store) HoldLock(ctx context.Context, key int64) (release func() error, 
 		conn.Close()
 		return nil, fmt.Errorf("metadata: lock %d: another session holds it: %w", key, metadata.ErrConflict)
 	}
-	return func() error {
-		_, err := conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
-		return errors.Join(err, conn.Close())
-	}, nil
+	return &Lock{conn: conn, key: key}, nil
 }
 
-// DaemonLock is the key of the advisory lock a cairnd holds on its
-// database while it runs ("cairnd" in ASCII): until cairnd knows of other
-// hosts (issue 22), a second cairnd on the same database would take the
-// first one's sandboxes for its own.
-const DaemonLock int64 = 0x636169726e64
+// Check fails when the lock's connection does not answer (the lock may
+// then be gone with it).
+func (l *Lock) Check(ctx context.Context) error {
+	var one int
+	if err := l.conn.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("metadata: lock %d: %w", l.key, err)
+	}
+	return nil
+}
+
+// Release lets go of the lock and closes its connection.
+func (l *Lock) Release() error {
+	_, err := l.conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, l.key)
+	return errors.Join(err, l.conn.Close())
+}

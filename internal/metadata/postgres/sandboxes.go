@@ -17,7 +17,7 @@ import (
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
 	restart_policy, crash_reason, crashed_at, oom_process, oom_at,
-	inside_memory, inside_names, inside_per_minute, inside_keep, disk_bytes, network_mode, network_rules, settings`
+	inside_memory, inside_names, inside_per_minute, inside_keep, disk_bytes, network_mode, network_rules, settings, host_id`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -55,13 +55,13 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (`+params(27)+`)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (`+params(28)+`)`,
 			sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 			nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
 			normTime(sb.CreatedAt), normTime(sb.UpdatedAt),
 			string(sb.Restart), nullable(sb.LastCrash.What), nullableTime(sb.LastCrash.At),
 			nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At),
-			sb.Inside.Memory, sb.Inside.Names, sb.Inside.PerMinute, sb.Inside.Keep, sb.DiskBytes, mode, rules, settings)
+			sb.Inside.Memory, sb.Inside.Names, sb.Inside.PerMinute, sb.Inside.Keep, sb.DiskBytes, mode, rules, settings, sb.HostID)
 		return err
 	})
 	if err == nil {
@@ -158,7 +158,7 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated,
 			&restart, &crash, &crashAt, &oom, &oomAt,
 			&sb.Inside.Memory, &sb.Inside.Names, &sb.Inside.PerMinute, &sb.Inside.Keep,
-			&sb.DiskBytes, &sb.Network.Mode, &rules, &settings); err != nil {
+			&sb.DiskBytes, &sb.Network.Mode, &rules, &settings, &sb.HostID); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(rules), &sb.Network); err != nil {

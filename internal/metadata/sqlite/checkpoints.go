@@ -15,7 +15,7 @@ import (
 
 const checkpointColumns = `id, account_id, sandbox_id, sandbox_name, seq, name, trigger, consistency,
 	comment, label, has_memory, image, size_exclusive, size_total, root_generation, created_at, offsite_manifest,
-	disk_path, memory_path, from_inside, offsite_unstorable, imported_at`
+	disk_path, memory_path, from_inside, offsite_unstorable, imported_at, host_id`
 
 // CreateCheckpoint implements metadata.Store.
 //
@@ -43,11 +43,11 @@ func (s *Store) CreateCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			ck.Seq = metadata.ManualSeq(n)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), // at most MaxInt64: checked by Validate
-			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath, ck.FromInside, ck.OffsiteUnstorable)
+			formatTime(ck.CreatedAt), nullable(ck.OffsiteManifest), ck.DiskPath, ck.MemoryPath, ck.FromInside, ck.OffsiteUnstorable, ck.HostID)
 		if err != nil {
 			return checkpointWriteError(err, ck)
 		}
@@ -87,11 +87,11 @@ func (s *Store) ImportCheckpoint(ctx context.Context, ck metadata.Checkpoint) (m
 			return fmt.Errorf("sandbox id %s is another account's: %w", ck.SandboxID, metadata.ErrConflict)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ck.ID, ck.AccountID, ck.SandboxID, ck.SandboxName, ck.Seq, nullable(ck.Name), ck.Trigger, ck.Consistency,
 			ck.Comment, ck.Label, ck.HasMemory, ck.Image, ck.SizeExclusive, ck.SizeTotal,
 			int64(ck.RootGeneration), formatTime(ck.CreatedAt), ck.OffsiteManifest, "", "", ck.FromInside, ck.OffsiteUnstorable,
-			formatTime(ck.ImportedAt))
+			formatTime(ck.ImportedAt), ck.HostID)
 		if err != nil {
 			return checkpointWriteError(err, ck)
 		}
@@ -236,7 +236,7 @@ func scanCheckpoint(row scanner) (metadata.Checkpoint, error) {
 	)
 	err := row.Scan(&ck.ID, &ck.AccountID, &ck.SandboxID, &ck.SandboxName, &ck.Seq, &name, &ck.Trigger, &ck.Consistency,
 		&ck.Comment, &ck.Label, &ck.HasMemory, &ck.Image, &ck.SizeExclusive, &ck.SizeTotal, &gen, &created, &offsite,
-		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable, &import_)
+		&ck.DiskPath, &ck.MemoryPath, &ck.FromInside, &ck.OffsiteUnstorable, &import_, &ck.HostID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return metadata.Checkpoint{}, metadata.ErrNotFound
 	} else if err != nil {
@@ -404,10 +404,10 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		if err := queueOffsiteDelete(ctx, tx, id, ""); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO disk_deletes (path, checkpoint_id, queued_at)
-			SELECT disk_path, id, ?1 FROM checkpoints WHERE id = ?2 AND disk_path != ''
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO disk_deletes (path, checkpoint_id, queued_at, host_id)
+			SELECT disk_path, id, ?1, host_id FROM checkpoints WHERE id = ?2 AND disk_path != ''
 			UNION ALL
-			SELECT memory_path, id, ?1 FROM checkpoints WHERE id = ?2 AND memory_path != ''`,
+			SELECT memory_path, id, ?1, host_id FROM checkpoints WHERE id = ?2 AND memory_path != ''`,
 			formatTime(s.now()), id); err != nil {
 			return fmt.Errorf("queue the disk deletes: %w", err)
 		}

@@ -67,8 +67,8 @@ func (s *Store) SetCheckpointDisk(ctx context.Context, id, diskPath string) erro
 			return err
 		}
 		if old != "" {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO disk_deletes (path, checkpoint_id, queued_at)
-				VALUES (?, ?, ?)`, old, id, formatTime(s.now())); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO disk_deletes (path, checkpoint_id, queued_at, host_id)
+				VALUES (?, ?, ?, (SELECT host_id FROM checkpoints WHERE id = ?2))`, old, id, formatTime(s.now())); err != nil {
 				return fmt.Errorf("queue the disk delete of %q: %w", old, err)
 			}
 		}
@@ -110,7 +110,7 @@ func (s *Store) DropLocalCopy(ctx context.Context, id string) error {
 // DiskDeletes implements metadata.Store.
 func (s *Store) DiskDeletes(ctx context.Context) ([]metadata.DiskDelete, error) {
 	out, err := func() ([]metadata.DiskDelete, error) {
-		rows, err := s.reader.QueryContext(ctx, `SELECT path, checkpoint_id, queued_at FROM disk_deletes ORDER BY queued_at, serial`)
+		rows, err := s.reader.QueryContext(ctx, `SELECT path, checkpoint_id, queued_at, host_id FROM disk_deletes ORDER BY queued_at, serial`)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +121,7 @@ func (s *Store) DiskDeletes(ctx context.Context) ([]metadata.DiskDelete, error) 
 				d      metadata.DiskDelete
 				queued string
 			)
-			if err := rows.Scan(&d.Path, &d.CheckpointID, &queued); err != nil {
+			if err := rows.Scan(&d.Path, &d.CheckpointID, &queued, &d.HostID); err != nil {
 				return nil, err
 			}
 			if err := metadata.ValidatePoolPath(d.Path); err != nil {

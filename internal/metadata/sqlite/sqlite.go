@@ -258,7 +258,7 @@ func parseTime(s string) (time.Time, error) {
 const sandboxColumns = `id, account_id, name, image, state, cpus, memory_bytes, parent_id,
 	current_checkpoint, source_checkpoint, auto_checkpoint_seconds, resume_checkpoint, created_at, updated_at,
 	restart_policy, crash_reason, crashed_at, oom_process, oom_at,
-	` + insideColumns + `, disk_bytes, network_mode, network_rules, settings`
+	` + insideColumns + `, disk_bytes, network_mode, network_rules, settings, host_id`
 
 // errOrphanCheckpoints is returned by CreateSandbox's transaction when
 // checkpoints of a deleted sandbox carry the new sandbox's id.
@@ -296,12 +296,12 @@ func (s *Store) CreateSandbox(ctx context.Context, sb metadata.Sandbox) error {
 		if orphans {
 			return errOrphanCheckpoints
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+insidePlaceholders+`, ?, ?, ?, ?, ?)`,
 			append([]any{sb.ID, sb.AccountID, sb.Name, sb.Image, string(sb.State), sb.CPUs, sb.MemoryBytes, nullable(sb.ParentID),
 				nullable(sb.CurrentCheckpoint), nullable(sb.SourceCheckpoint), autoSeconds, nullable(sb.ResumeCheckpoint),
 				formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt),
 				string(sb.Restart), nullable(sb.LastCrash.What), nullableTime(sb.LastCrash.At),
-				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes, mode, rules, settings)...)...)
+				nullable(sb.LastOOMKill.What), nullableTime(sb.LastOOMKill.At)}, append(insideValues(sb.Inside), sb.DiskBytes, mode, rules, settings, sb.HostID)...)...)
 		return err
 	})
 	if err == nil {
@@ -408,7 +408,7 @@ func (s *Store) sandboxes(ctx context.Context, rest string, args ...any) ([]meta
 		)
 		if err := rows.Scan(append([]any{&sb.ID, &sb.AccountID, &sb.Name, &sb.Image, &state, &sb.CPUs, &sb.MemoryBytes,
 			&parent, &cur, &src, &autoSeconds, &resume, &created, &updated,
-			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes, &sb.Network.Mode, &rules, &settings)...)...); err != nil {
+			&restart, &crash, &crashAt, &oom, &oomAt}, append(insideDests(&sb.Inside), &sb.DiskBytes, &sb.Network.Mode, &rules, &settings, &sb.HostID)...)...); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(rules), &sb.Network); err != nil {

@@ -53,6 +53,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AccountIsolation", testAccountIsolation},
 		{"SandboxNetwork", testSandboxNetwork},
 		{"SandboxSettings", testSandboxSettings},
+		{"Hosts", testHosts},
 		{"NotFound", testNotFound},
 		{"InvalidInput", testInvalidInput},
 		{"ListOrderAndFilter", testListOrderAndFilter},

@@ -130,6 +130,23 @@ func New(t testing.TB) string {
 	return srv.url(name)
 }
 
+// Serve starts a private server for a program that is not a test (the
+// benchmarks) with one empty database, and returns its URL and how to
+// stop the server (which removes its directory).
+func Serve() (dbURL string, stop func() error, err error) {
+	s, err := start()
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.admin.ExecContext(ctx, `CREATE DATABASE bench`); err != nil {
+		s.stop()
+		return "", nil, fmt.Errorf("pgtest: create database: %w", err)
+	}
+	return s.url("bench"), s.stop, nil
+}
+
 // Dir returns the directory of the running server (its data, log and
 // socket), "" if none runs: for tests that want to read its log.
 func Dir() string {
