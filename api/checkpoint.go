@@ -140,6 +140,11 @@ type RestoreRequest struct {
 	// of the local copy (which is what happens anyway when the local copy
 	// is gone). Memory is not kept off-site: the sandbox boots.
 	FromOffsite bool `json:"from_offsite,omitempty"`
+	// Lazy, for a disk that comes from off-site, starts the sandbox at
+	// once on the checkpoint's tree and fetches the files' data as it is
+	// read, the rest in the background (docs/lazy-restore.md); without
+	// it the whole disk is fetched first.
+	Lazy bool `json:"lazy,omitempty"`
 }
 
 // SnapshotRestoreRequest is the body of POST /v1/snapshots/{ref}/restore.
@@ -147,6 +152,7 @@ type SnapshotRestoreRequest struct {
 	Name        string `json:"name"` // the new sandbox
 	DiskOnly    bool   `json:"disk_only,omitempty"`
 	FromOffsite bool   `json:"from_offsite,omitempty"` // as in RestoreRequest
+	Lazy        bool   `json:"lazy,omitempty"`         // as in RestoreRequest
 }
 
 // VerifyRequest is the body of POST /v1/verify.

@@ -53,6 +53,9 @@ type Config struct {
 	// Offsite is the account's off-site service; nil: off-site copies
 	// are off.
 	Offsite *offsite.Set
+	// Fill says how far a sandbox's lazy restore is (nil: its disk is
+	// whole); nil: no lazy restores.
+	Fill func(sandboxID string) *api.Fill
 }
 
 // Catalog answers for the account's sandboxes and checkpoints.
