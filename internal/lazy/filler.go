@@ -60,6 +60,10 @@ type Filler struct {
 	// RateLimit bounds the background fill, in bytes per second (what
 	// reads wait for is never held back); 0: as fast as it goes.
 	RateLimit int64
+	// Begin, if not nil, holds the background fill back until it is
+	// closed (the sandbox has started: its start's reads go first);
+	// reads are served meanwhile.
+	Begin <-chan struct{}
 }
 
 // fillRun is one connection's work.
@@ -229,6 +233,13 @@ func (r *fillRun) connectAndFill(ctx context.Context, packs [][]int) (bool, erro
 // background hands over every slot not sent yet, a pack at a time, with
 // backoff while fetching fails; nil once all are sent.
 func (r *fillRun) background(ctx context.Context, packs [][]int) error {
+	if r.f.Begin != nil {
+		select {
+		case <-r.f.Begin:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	last, start := time.Now(), time.Now()
 	var moved int64
 	wait := retryFirst

@@ -30,7 +30,7 @@ type fills struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // by sandbox id
 	inUse   map[string]bool               // a container runs (or starts) on the mount
-	failing map[string]bool               // the last note said data is unavailable
+	begin   map[string]chan struct{}      // closed once the sandbox has started: the background fill goes
 	wg      sync.WaitGroup
 }
 
@@ -38,7 +38,7 @@ func (f *fills) init() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.running == nil {
-		f.running, f.inUse, f.failing = map[string]context.CancelFunc{}, map[string]bool{}, map[string]bool{}
+		f.running, f.inUse, f.begin = map[string]context.CancelFunc{}, map[string]bool{}, map[string]chan struct{}{}
 	}
 }
 
@@ -81,8 +81,23 @@ func (r *runner) rootOf(ctx context.Context, sb metadata.Sandbox) (string, error
 		return "", errdefs.Wrap(api.CodeRuntimeFailed, err, "start the lazy root of sandbox %s", sb.Name)
 	}
 	r.fills.inUse[sb.ID] = true
+	if r.fills.running[sb.ID] == nil && r.fills.begin[sb.ID] == nil {
+		r.fills.begin[sb.ID] = make(chan struct{})
+	}
 	r.ensureFillLocked(sb)
 	return lazy.Mountpoint(dir), nil
+}
+
+// lazyStarted lets the background fill of sandbox id go, now that its
+// container has started (or failed to).
+func (r *runner) lazyStarted(id string) {
+	r.fills.init()
+	r.fills.mu.Lock()
+	defer r.fills.mu.Unlock()
+	if ch := r.fills.begin[id]; ch != nil {
+		close(ch)
+		delete(r.fills.begin, id)
+	}
 }
 
 // lazyStopped is told that sandbox id's container is gone: a complete
@@ -91,6 +106,7 @@ func (r *runner) lazyStopped(id string) {
 	if !lazy.HasState(r.lazyDir(id)) {
 		return
 	}
+	r.lazyStarted(id)
 	r.fills.init()
 	r.fills.mu.Lock()
 	defer r.fills.mu.Unlock()
@@ -160,7 +176,7 @@ func (r *runner) ensureFillLocked(sb metadata.Sandbox) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.fills.running[sb.ID] = cancel
-	f := &lazy.Filler{Dir: dir, Source: svc, Log: slog.Default(), RateLimit: r.cfg.LazyFillRate,
+	f := &lazy.Filler{Dir: dir, Source: svc, Log: slog.Default(), RateLimit: r.cfg.LazyFillRate, Begin: r.fills.begin[sb.ID],
 		Notify: func(n lazy.Note) { r.fillNote(sb, n) }}
 	r.fills.wg.Go(func() {
 		err := f.Run(ctx)

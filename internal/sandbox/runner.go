@@ -222,6 +222,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	r.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	r.cfg.Instances.put(sb.ID, inst)
 	undo.Success()
+	r.lazyStarted(sb.ID)
 	if r.started != nil {
 		r.started(sb)
 	}
