@@ -141,6 +141,11 @@ type RestoreRequest struct {
 	// is what happens anyway when the local copy is gone); the processes
 	// of a memory checkpoint resume as from a local one.
 	FromOffsite bool `json:"from_offsite,omitempty"`
+	// Lazy, for a disk that comes from off-site, starts the sandbox at
+	// once on the checkpoint's tree and fetches the files' data as it is
+	// read, the rest in the background (docs/lazy-restore.md); without
+	// it the whole disk is fetched first.
+	Lazy bool `json:"lazy,omitempty"`
 }
 
 // SnapshotRestoreRequest is the body of POST /v1/snapshots/{ref}/restore.
@@ -148,6 +153,7 @@ type SnapshotRestoreRequest struct {
 	Name        string `json:"name"` // the new sandbox
 	DiskOnly    bool   `json:"disk_only,omitempty"`
 	FromOffsite bool   `json:"from_offsite,omitempty"` // as in RestoreRequest
+	Lazy        bool   `json:"lazy,omitempty"`         // as in RestoreRequest
 }
 
 // VerifyRequest is the body of POST /v1/verify.

@@ -58,6 +58,8 @@ type SandboxActivity struct {
 	What string `json:"what,omitempty"`
 	// Checkpoint is a checkpoint event's id in the sandbox ("v3").
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// Fill is how far a lazy restore's fill is, of a fill event.
+	Fill *Fill `json:"fill,omitempty"`
 }
 
 // SandboxActivity types.
@@ -68,6 +70,9 @@ const (
 	ActivityOOMKill    = "oom_kill"   // its memory limit killed a process inside
 	ActivityCheckpoint = "checkpoint" // a checkpoint was taken
 	ActivityDeleted    = "deleted"    // the last event of its stream
+	// ActivityFill: a lazy restore's fill went on (Fill, What): its
+	// progress, its data unavailable or available again, its end.
+	ActivityFill = "fill"
 )
 
 // Sandbox is an isolated Linux environment: an image, a writable layer and
@@ -147,8 +152,22 @@ type Sandbox struct {
 	// LastOOMKill is the last process its memory limit killed inside it
 	// ("pid 42 (python3), 380 MiB resident"), and when.
 	LastOOMKill *SandboxEvent `json:"last_oom_kill,omitempty"`
+	// Fill is how far the fill of a lazy restore is: present while the
+	// sandbox's disk is still being fetched from off-site
+	// (docs/lazy-restore.md).
+	Fill *Fill `json:"fill,omitempty"`
 	// Inside is what processes inside may create through /.cairn/api.sock.
 	Inside InsideSettings `json:"inside"`
+}
+
+// Fill is the progress of a lazy restore: the bytes of file data in of
+// those the checkpoint holds.
+type Fill struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// Unavailable: the last fetch failed; reads of data not yet in fail
+	// with EIO until the repository answers again (the fill retries).
+	Unavailable bool `json:"unavailable,omitempty"`
 }
 
 // InsideSettings is what processes inside a sandbox may create through its

@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/bounds"
 	"github.com/cairn-sandbox/cairn/internal/browse"
 	"github.com/cairn-sandbox/cairn/internal/daemon"
+	"github.com/cairn-sandbox/cairn/internal/lazy"
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/portproxy"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
@@ -29,6 +30,11 @@ func main() {
 	// /.cairn/checkpoints (started by cairnd itself; see docs/browse.md).
 	if len(os.Args) > 1 && os.Args[1] == browse.ServerCommand {
 		os.Exit(browse.Main(os.Args[2:]))
+	}
+	// `cairnd lazyfs …` serves the root of a sandbox restored lazily
+	// (started by cairnd itself; see docs/lazy-restore.md).
+	if len(os.Args) > 1 && os.Args[1] == lazy.ServerCommand {
+		os.Exit(lazy.Main(os.Args[2:]))
 	}
 	var cfg daemon.Config
 	var poolSize, logLevel, diskLimit, configFile, defaultDisk, poolReserve string
@@ -44,6 +50,8 @@ func main() {
 	flag.StringVar(&diskLimit, "disk-limit", "", "the account's limit on disk used by sandboxes and checkpoints, e.g. 50G (default: unlimited)")
 	flag.StringVar(&defaultDisk, "default-disk", "10G", "disk size of a sandbox created without --disk, the image's files included (at most the pool's size)")
 	flag.StringVar(&poolReserve, "pool-reserve", "", "part of the pool kept from sandboxes' data, for the metadata of checkpoints and deletes (default: a tenth of the pool, 256M to 4G)")
+	var lazyFillRate string
+	flag.StringVar(&lazyFillRate, "lazy-fill-rate", "", "bound on the background fill of a lazy restore, bytes per second, e.g. 50M (default: as fast as it goes; reads are never held back)")
 	var buildMaxMemory, buildMaxCPUs, buildMaxTimeout string
 	flag.StringVar(&buildMaxMemory, "build-max-memory", "", "the most memory a build's RUN step may be given with cairn image build --memory, e.g. 8G (default: the host's RAM; a build that asks none gets 2G, at most this)")
 	flag.StringVar(&buildMaxCPUs, "build-max-cpus", "", "the most CPUs a build's RUN step may be given with --cpus, e.g. 2 (default and when a build asks none: the host's cores)")
@@ -90,6 +98,11 @@ func main() {
 	}
 	if cfg.DefaultDisk, err = sandbox.ParseSize(defaultDisk); err != nil {
 		fatal(fmt.Errorf("--default-disk: %w", err))
+	}
+	if lazyFillRate != "" {
+		if cfg.LazyFillRate, err = sandbox.ParseSize(lazyFillRate); err != nil {
+			fatal(fmt.Errorf("--lazy-fill-rate: %w", err))
+		}
 	}
 	if poolReserve != "" {
 		if cfg.PoolReserve, err = sandbox.ParseSize(poolReserve); err != nil {

@@ -56,6 +56,9 @@ type Config struct {
 	// Hosts names the host of a sandbox (hosts.Registry); nil: one host,
 	// named nowhere.
 	Hosts Hosts
+	// Fill says how far a sandbox's lazy restore is (nil: its disk is
+	// whole); nil: no lazy restores.
+	Fill func(sandboxID string) *api.Fill
 }
 
 // Hosts says where a sandbox is among the hosts.

@@ -54,6 +54,9 @@ func (c *Catalog) view(ctx context.Context, acct metadata.Account, sb metadata.S
 	if sb.LastOOMKill.What != "" {
 		out.LastOOMKill = &api.SandboxEvent{What: sb.LastOOMKill.What, At: sb.LastOOMKill.At}
 	}
+	if c.cfg.Fill != nil {
+		out.Fill = c.cfg.Fill(sb.ID)
+	}
 	if last, err := c.cfg.Store.LatestCheckpoint(ctx, sb.ID); err == nil {
 		out.LastCheckpointAt = &last.CreatedAt
 	}

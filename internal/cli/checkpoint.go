@@ -413,6 +413,7 @@ type restoreOptions struct {
 	Wait               bool // follow an in-place restore to its end
 	DiskOnly           bool // restore only the disk of a memory checkpoint: boot, do not resume
 	FromOffsite        bool // rebuild the disk from the off-site repository
+	Lazy               bool // from off-site, start at once and fetch as read
 }
 
 // newRestoreCommand returns "restore NAME ID"; path is how it is called
@@ -442,12 +443,15 @@ it until it runs; NAME and the checkpoint are not touched.
 
 ` + fromOffsiteHelp + `
 
+` + lazyHelp + `
+
 --json prints the operation, or the restored sandbox with --wait or --as.`,
 		Example: fmt.Sprintf(`  %[1]s web v2
   %[1]s web v2 --wait
   %[1]s web auto-20260301T120000Z --as web-before
   %[1]s web v3 --disk-only
-  %[1]s web v2 --as web-copy --from-offsite`, path),
+  %[1]s web v2 --as web-copy --from-offsite
+  %[1]s web v2 --as web-copy --from-offsite --lazy`, path),
 		Args: exactArgs("NAME", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.ID = args[0], args[1]
@@ -463,6 +467,7 @@ it until it runs; NAME and the checkpoint are not touched.
 	f.BoolVar(&opts.Wait, "wait", false, "follow an in-place restore until the sandbox is back")
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	f.BoolVar(&opts.FromOffsite, "from-offsite", false, fromOffsiteUsage)
+	f.BoolVar(&opts.Lazy, "lazy", false, lazyUsage)
 	return cmd
 }
 
@@ -475,6 +480,11 @@ when the local copy is gone. A memory checkpoint's processes resume from
 the fetched image as from a local one (with --disk-only, only the disk is
 fetched and the sandbox boots).`
 	fromOffsiteUsage = "rebuild the disk (and memory image) from the off-site copy instead of the local one"
+	lazyHelp         = `--lazy, for a disk that comes from off-site, starts the sandbox at once: its
+files' data is fetched (and verified) as it is read, the rest in the
+background; "cairn info" shows how far the fill is. Checkpoints taken
+meanwhile wait for the fill. See docs/lazy-restore.md.`
+	lazyUsage = "from off-site: start at once, fetch the files' data as it is read (the rest in the background)"
 )
 
 // newRollbackCommand returns cairn rollback: restore in place and wait
@@ -517,6 +527,7 @@ func runRestore(ctx context.Context, opts restoreOptions, g *globalOptions) erro
 		NoSafetyCheckpoint: opts.NoSafetyCheckpoint,
 		DiskOnly:           opts.DiskOnly,
 		FromOffsite:        opts.FromOffsite,
+		Lazy:               opts.Lazy,
 	})
 	if err != nil {
 		return err

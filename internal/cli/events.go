@@ -17,10 +17,11 @@ func newEventsCommand(g *globalOptions) *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "events NAME [--follow] [--since SEQ]",
-		Short: "Show what happened to a sandbox: state changes, crashes, OOM kills, checkpoints",
+		Short: "Show what happened to a sandbox: state changes, crashes, OOM kills, checkpoints, fills",
 		Long: `Show a sandbox's events, oldest first: its state changes (running,
 stopped, crashed), crashes with their reason, processes its memory limit
-killed, checkpoints taken, its creation and deletion. cairnd keeps the last
+killed, checkpoints taken, a lazy restore's fill (its progress, data that
+cannot be fetched now, its end), its creation and deletion. cairnd keeps the last
 256 of each sandbox while it runs; a restart of cairnd starts the stream
 again, empty (what must last, the last crash and the last OOM kill, is in
 cairn info).

@@ -188,6 +188,7 @@ type snapshotRestoreOptions struct {
 	NewName     string
 	DiskOnly    bool // restore only the disk of a memory checkpoint: boot, do not resume
 	FromOffsite bool // rebuild the disk from the off-site repository
+	Lazy        bool // from off-site, start at once and fetch as read
 }
 
 func newSnapshotRestoreCommand(g *globalOptions) *cobra.Command {
@@ -205,12 +206,15 @@ new sandbox resumes its processes where they were instead of booting.
 
 ` + fromOffsiteHelp + `
 
+` + lazyHelp + `
+
 cairn follows the operation until the sandbox runs, printing its progress
 on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
 		Example: `  cairn snapshot restore before-upgrade web-old
   cairn snapshot restore web/auto-20260301T120000Z web-noon
   cairn snapshot restore web/v3 web-v3 --disk-only
-  cairn snapshot restore web/v3 web-v3 --from-offsite`,
+  cairn snapshot restore web/v3 web-v3 --from-offsite
+  cairn snapshot restore web/v3 web-v3 --from-offsite --lazy`,
 		Args: exactArgs("ID_OR_NAME", "NEW_NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref, opts.NewName = args[0], args[1]
@@ -219,6 +223,7 @@ on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
 	}
 	cmd.Flags().BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	cmd.Flags().BoolVar(&opts.FromOffsite, "from-offsite", false, fromOffsiteUsage)
+	cmd.Flags().BoolVar(&opts.Lazy, "lazy", false, lazyUsage)
 	return cmd
 }
 
@@ -228,6 +233,7 @@ func runSnapshotRestore(ctx context.Context, opts snapshotRestoreOptions, g *glo
 		Name:        opts.NewName,
 		DiskOnly:    opts.DiskOnly,
 		FromOffsite: opts.FromOffsite,
+		Lazy:        opts.Lazy,
 	})
 	if err != nil {
 		return err

@@ -100,6 +100,9 @@ type Config struct {
 	// PoolReserve is the part of the pool kept from sandboxes' data for
 	// the metadata of checkpoints and deletes; default volume.Reserve's.
 	PoolReserve int64
+	// LazyFillRate bounds the background fill of a lazy restore, in
+	// bytes per second; 0: as fast as it goes.
+	LazyFillRate int64
 	// Offsite is the accounts' off-site configurations by account name
 	// (the config file's); an account without one has two directories
 	// and a key file of its own under DataDir (see offsite.ForAccount).
@@ -267,7 +270,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// which itself needs the manager: bind it late.
 	var srv *server.Server
 	instances := sandbox.NewInstances()
-	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites, Hosts: registry})
+	cat := catalog.New(catalog.Config{Store: store, Pool: pool, Disks: dsk, Leases: leases, Ops: ops, Live: instances, Offsite: offsites, Hosts: registry,
+		Fill: func(id string) *api.Fill { return sandbox.FillOf(cfg.DataDir, id) }})
 	// Metrics: observed by the manager, the upload queue and the API
 	// server; sandboxes by state and the off-site lag read at each scrape.
 	obs := metrics.New(Version, metrics.Sources{States: cat, Lags: offsiteLags(offsites)})
@@ -290,28 +294,30 @@ func Run(ctx context.Context, cfg Config) error {
 		defer reads.Close()
 	}
 	mgr, err := sandbox.NewManager(sandbox.Config{
-		Reads:       reads,
-		ReadsWindow: cfg.BootReads,
-		Networks:    nets,
-		Instances:   instances,
-		Catalog:     cat,
-		SandboxAPI:  func(id string) http.Handler { return srv.SandboxHandler(id) },
-		DataDir:     cfg.DataDir,
-		InitBinary:  cfg.InitBinary,
-		DefaultDisk: cfg.DefaultDisk,
-		Store:       store,
-		Pool:        pool,
-		Images:      images,
-		Runtime:     runtime,
-		Ops:         ops,
-		Now:         time.Now,
-		Disks:       dsk,
-		Leases:      leases,
-		BrowseDir:   browseDir,
-		Offsite:     offsites,
-		HostID:      hostID,
-		Mine:        registry.Mine,
-		Observer:    obs,
+		Reads:        reads,
+		ReadsWindow:  cfg.BootReads,
+		Networks:     nets,
+		Instances:    instances,
+		Catalog:      cat,
+		SandboxAPI:   func(id string) http.Handler { return srv.SandboxHandler(id) },
+		DataDir:      cfg.DataDir,
+		InitBinary:   cfg.InitBinary,
+		DefaultDisk:  cfg.DefaultDisk,
+		Store:        store,
+		Pool:         pool,
+		Images:       images,
+		Runtime:      runtime,
+		Ops:          ops,
+		Now:          time.Now,
+		Disks:        dsk,
+		Leases:       leases,
+		BrowseDir:    browseDir,
+		Offsite:      offsites,
+		HostID:       hostID,
+		Mine:         registry.Mine,
+		Observer:     obs,
+		Activity:     hub.Publish,
+		LazyFillRate: cfg.LazyFillRate,
 	})
 	if err != nil {
 		return err

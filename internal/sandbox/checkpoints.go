@@ -97,6 +97,14 @@ func (m *Manager) takeQueued(ctx context.Context, sb metadata.Sandbox, opts chec
 // checkpoint takes a checkpoint of sb (through the disks component) and
 // refreshes what the sandbox browses. The caller holds sb's lease.
 func (m *Manager) checkpoint(ctx context.Context, sb metadata.Sandbox, opts checkpointOpts, op *operation.Op) (metadata.Checkpoint, checkpoint.Result, error) {
+	// A lazy root is snapshotted once whole (fill-first): the sandbox
+	// runs on meanwhile. An interval checkpoint does not wait for that.
+	if opts.Trigger == api.TriggerInterval && FillOf(m.cfg.DataDir, sb.ID) != nil {
+		return metadata.Checkpoint{}, checkpoint.Result{}, errdefs.New(api.CodeSandboxBusy, "the sandbox's disk is still being fetched from off-site (lazy restore); the checkpoint waits for the next interval")
+	}
+	if err := m.waitFilled(ctx, sb, op); err != nil {
+		return metadata.Checkpoint{}, checkpoint.Result{}, err
+	}
 	inst := m.cfg.Instances.get(sb.ID)
 	req := disks.TakeRequest{
 		Sandbox: sb, Running: inst != nil,

@@ -326,6 +326,9 @@ func (m *Manager) delete(ctx context.Context, account, name string, final bool) 
 
 func (m *Manager) removeFiles(ctx context.Context, id string) error {
 	m.forgetActivity(id)
+	if err := m.run.dropLazy(id); err != nil {
+		return err
+	}
 	if err := m.cfg.Pool.Delete(ctx, m.cfg.Pool.SandboxPath(id)); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/cairn-sandbox/cairn/api"
 	"log/slog"
 	"net/http"
 	"os"
@@ -124,6 +125,12 @@ type Config struct {
 	// default); nil: nothing is recorded.
 	Reads       *accessorder.Watcher
 	ReadsWindow time.Duration
+	// Activity publishes an entry of a sandbox's event stream that no
+	// change of its row makes (a lazy restore's fill); nil: none.
+	Activity func(api.SandboxActivity)
+	// LazyFillRate bounds the background fill of a lazy restore, in
+	// bytes per second; 0: as fast as it goes.
+	LazyFillRate int64
 }
 
 // mineOnly keeps the sandboxes of sbs that run on this host (cfg.Mine).
@@ -230,6 +237,7 @@ func hostCPUs() int { return runtime.NumCPU() }
 // Close releases the agent sockets without touching running sandboxes: a
 // restarted cairnd adopts them again.
 func (m *Manager) Close() {
+	m.run.stopFills()
 	m.cfg.Instances.closeAll()
 	// Containers being removed: Recover would sweep them at the next
 	// start, but they go quickly.

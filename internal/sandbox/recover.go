@@ -55,7 +55,10 @@ func (m *recovery) recover(ctx context.Context) error {
 	}
 	for _, sb := range rows {
 		name := m.run.settleContainers(ctx, sb, containers[sb.ID])
-		err := m.recoverOne(ctx, sb, name)
+		err := m.run.lazyRootLost(ctx, sb, name)
+		if err == nil {
+			err = m.recoverOne(ctx, sb, name)
+		}
 		if after, ok := m.interrupted[sb.ID]; ok && !after.handedOff {
 			logErr("recover: mark the interrupted operation", after.finish(ctx), "sandbox", sb.Name)
 		}
@@ -69,6 +72,9 @@ func (m *recovery) recover(ctx context.Context) error {
 				m.foundDead(ctx, sb, "cairnd could not take over its container when it started: "+err.Error())
 			}
 		}
+	}
+	for _, sb := range rows {
+		m.run.resumeLazy(ctx, sb)
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ func (m *Manager) RestoreFromInside(ctx context.Context, account, name, ref stri
 }
 
 func (m *Manager) restore(ctx context.Context, account, name, ref string, req api.RestoreRequest, grace time.Duration) (*operation.Op, error) {
+	if req.Lazy && req.As == "" {
+		return nil, errdefs.New(api.CodeInvalidArgument, "a lazy restore makes a new sandbox: give it a name with --as (a restore in place fetches the whole disk)")
+	}
 	if req.As != "" {
 		acct, sb, err := m.lookup(ctx, account, name)
 		if err != nil {
@@ -58,7 +61,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		if err != nil {
 			return nil, err
 		}
-		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite)
+		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite, req.Lazy)
 	}
 	sb, l, err := m.ex.acquire(ctx, account, name, api.StateRestoring)
 	if err != nil {
@@ -240,19 +243,24 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref string, req 
 	if err != nil {
 		return nil, err
 	}
-	return m.restoreAsNew(ctx, acct, ck, req.Name, req.DiskOnly, req.FromOffsite)
+	return m.restoreAsNew(ctx, acct, ck, req.Name, req.DiskOnly, req.FromOffsite, req.Lazy)
 }
 
 // restoreAsNew makes and starts a new independent sandbox from ck; a
 // memory checkpoint's processes resume in it unless diskOnly. The disk
-// comes from off-site with fromOffsite, or when the local copy is gone.
-func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string, diskOnly, fromOffsite bool) (*operation.Op, error) {
+// comes from off-site with fromOffsite, or when the local copy is gone;
+// from off-site with lazyFill, lazily (docs/lazy-restore.md).
+func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string, diskOnly, fromOffsite, lazyFill bool) (*operation.Op, error) {
 	if err := ValidateName(newName); err != nil {
 		return nil, err
 	}
 	src, err := m.sourceFor(ctx, ck, fromOffsite)
 	if err != nil {
 		return nil, err
+	}
+	lazyFill = lazyFill && src == disks.FromOffsite
+	if lazyFill && m.lazyRemote(ck.AccountID) == nil {
+		return nil, errdefs.New(api.CodeOffsiteUnavailable, "off-site copies are disabled in cairnd's config")
 	}
 	if ck.HasMemory && !diskOnly && src == disks.FromLocal {
 		// From off-site, the memory image is fetched after the disk.
@@ -279,6 +287,10 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 		}
 		var held *disks.Held
 		makeRoot := func(root string) error {
+			if lazyFill {
+				op.Step(api.PhaseFetch, "Laying out the tree of %s from off-site; its files' data comes as it is read, the rest in the background", ck.Seq)
+				return m.cfg.Disks.MaterializeLazy(ctx, ck, root, m.run.lazyDir(sb.ID), m.lazyRemote(ck.AccountID))
+			}
 			var err error
 			held, err = m.cfg.Disks.Materialize(ctx, ck, root, src, m.remote(ck.AccountID), progress)
 			return err
@@ -304,6 +316,7 @@ func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck me
 			}
 			removeMemory()
 			if err != nil {
+				logErr("undo: drop the lazy root", m.run.dropLazy(sb.ID), "sandbox", sb.Name)
 				return nil, err
 			}
 			out, err := m.cfg.Catalog.Get(ctx, acct.Name, newName)

@@ -48,6 +48,8 @@ type runner struct {
 	// sandbox's timeout counts from there, and a boot's reads are
 	// recorded (access.go).
 	started func(sb metadata.Sandbox, resumed bool)
+	// fills are the lazy restores' fills (lazy.go).
+	fills fills
 }
 
 // detach takes sandbox id's instance out of the live ones and returns it
@@ -105,6 +107,7 @@ func (r *runner) deleteContainer(ctx context.Context, sb metadata.Sandbox, name 
 	if err := r.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
 		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
 	}
+	r.lazyStopped(sb.ID)
 	return nil
 }
 
@@ -133,10 +136,15 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	}
 	undo.Add(inst.close)
 	name := newContainerName(sb.ID)
+	root, err := r.rootOf(ctx, sb)
+	if err != nil {
+		return err
+	}
+	undo.Add(func() { r.lazyStopped(sb.ID) })
 	spec := container.Spec{
 		ID:       name,
 		Hostname: sb.Name,
-		Root:     r.cfg.Pool.SandboxPath(sb.ID),
+		Root:     root,
 		Args:     []string{"/.cairn/bin/cairn-init"},
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CAIRN_SANDBOX=" + sb.Name,
 			"CAIRN_MEMORY_LIMIT=" + strconv.FormatInt(sb.MemoryBytes, 10)}, // for cairn-init's OOM killer
@@ -216,6 +224,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	r.watch(sb, inst) // before put: a close once it is shared ends the watch too
 	r.cfg.Instances.put(sb.ID, inst)
 	undo.Success()
+	r.lazyStarted(sb.ID)
 	if r.started != nil {
 		r.started(sb, memImage != "")
 	}
@@ -258,6 +267,7 @@ func (r *runner) stopContainer(ctx context.Context, sb metadata.Sandbox) error {
 	if err := r.cfg.Runtime.Delete(context.WithoutCancel(ctx), name); err != nil {
 		return errdefs.Wrap(api.CodeRuntimeFailed, err, "stop sandbox %s", sb.Name)
 	}
+	r.lazyStopped(sb.ID)
 	return nil
 }
 
@@ -471,6 +481,7 @@ func (r *runner) sweep(ctx context.Context, known map[string]bool) (map[string][
 	// Checkpoint disks and memory images are the disks component's to
 	// sweep (disks.Sweep, before Recover); here the sandboxes' own: their
 	// roots, host directories and browse views.
+	r.sweepLazy(known)
 	roots, err := r.cfg.Pool.RootNames()
 	if err != nil {
 		return nil, err

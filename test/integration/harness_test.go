@@ -22,6 +22,7 @@ import (
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
 	"github.com/cairn-sandbox/cairn/internal/browse"
+	"github.com/cairn-sandbox/cairn/internal/lazy"
 	"github.com/cairn-sandbox/cairn/internal/network"
 	"github.com/cairn-sandbox/cairn/internal/testenv/pgtest"
 	"github.com/cairn-sandbox/cairn/internal/testenv/testnet"
@@ -237,6 +238,14 @@ func (d *daemon) destroy() {
 	}
 	// The browse server outlives cairnd by design: unmounting its view
 	// ends it.
+	// So do the servers of lazy roots a failed test left.
+	if dirs, err := os.ReadDir(filepath.Join(d.dataDir, "lazy")); err == nil {
+		for _, e := range dirs {
+			if err := lazy.Stop(filepath.Join(d.dataDir, "lazy", e.Name())); err != nil {
+				d.t.Errorf("stop a lazyfs server: %v", err)
+			}
+		}
+	}
 	if err := browse.Stop(filepath.Join(d.dataDir, "browse")); err != nil {
 		d.t.Errorf("stop the browse server: %v", err)
 	}

@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/repo/backend/s3/s3test"
+)
+
+// lazyData is what the lazy restore tests put in a sandbox: 8 files of
+// 32 MiB (256 MiB; the issue says 2 GiB, make bench does more), under
+// /var so that the image's own files come first in the manifest.
+const (
+	lazyFiles    = 8
+	lazyFileSize = 32 << 20
+	lazyDir      = "/var/lazy"
+	// lazyRate bounds the background fill (cairnd --lazy-fill-rate), so
+	// that the tests catch it mid-fill; reads are never held back.
+	lazyRate = "16M"
+)
+
+// lazySums hashes the lazy data and a few of the image's files inside
+// sandbox name.
+func (d *daemon) lazySums(name string) string {
+	d.t.Helper()
+	return d.sh(name, "sha256sum "+lazyDir+"/* /etc/passwd /bin/sh")
+}
+
+// offsiteOnlyCheckpoint makes sandbox "src" with the lazy data, takes
+// its checkpoint v0 and a later v1, waits until both locations hold v0
+// and the local tier has dropped its local copy (keep the newest), and
+// returns v0's sums.
+func offsiteOnlyCheckpoint(t *testing.T) (*daemon, [2]*s3test.Server, string) {
+	t.Helper()
+	srv, locs := s3Locations(t)
+	offsite := map[string]any{"retry_max": "2s", "locations": locs}
+	b, _ := json.Marshal(map[string]any{"accounts": map[string]any{"default": map[string]any{
+		"offsite": offsite, "local": map[string]any{"keep_newest": 1, "keep_for": "-1s"}}}})
+	config := filepath.Join(t.TempDir(), "cairnd.json")
+	if err := os.WriteFile(config, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "--config", config, "--lazy-fill-rate", lazyRate)
+	d.create("src")
+	d.sh("src", "mkdir -p "+lazyDir+" && for i in $(seq 0 7); do head -c 33554432 /dev/urandom > "+lazyDir+"/f$i; done")
+	want := d.lazySums("src")
+	d.checkpoint("src")
+	d.sh("src", "echo later > /root/later")
+	d.checkpoint("src")
+	d.waitOffsite("src", "v0", "uploaded ×2", 5*time.Minute)
+	d.waitOffsite("src", "v1", "uploaded ×2", 5*time.Minute)
+	deadline := time.Now().Add(time.Minute)
+	for d.ckInfo("src", "v0").Stored != api.StoredOffsiteOnly {
+		if time.Now().After(deadline) {
+			t.Fatalf("v0 is still %q a minute after both locations held it", d.ckInfo("src", "v0").Stored)
+		}
+		time.Sleep(time.Second)
+	}
+	return d, srv, want
+}
+
+// restoreLazily restores src's v0 lazily as name and returns it.
+func (d *daemon) restoreLazily(name string) api.Sandbox {
+	d.t.Helper()
+	var sb api.Sandbox
+	out := d.mustCLI("--json", "checkpoint", "restore", "src", "v0", "--as", name, "--lazy")
+	if err := json.Unmarshal([]byte(out), &sb); err != nil {
+		d.t.Fatalf("restore --lazy: %q: %v", out, err)
+	}
+	return sb
+}
+
+// waitFilled waits until sandbox name's fill is complete.
+func (d *daemon) waitFilled(name string, within time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sb := d.info(name)
+		if sb.Fill == nil || sb.Fill.Done == sb.Fill.Total {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("sandbox %s: filled %d of %d after %v", name, sb.Fill.Done, sb.Fill.Total, within)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The issue's first test: restore as new from an off-site-only
+// checkpoint starts before a tenth of the data is in, every file then
+// reads back byte for byte, and a checkpoint taken mid-fill restores
+// whole; once the fill is complete and the sandbox restarted, its root
+// is a plain subvolume again.
+func TestLazyRestoreStartsAtOnceAndFillsWhole(t *testing.T) {
+	d, _, want := offsiteOnlyCheckpoint(t)
+
+	sb := d.restoreLazily("r")
+	if sb.State != api.StateRunning {
+		t.Fatalf("restored lazily: state %s", sb.State)
+	}
+	d.sh("r", "true")
+	info := d.info("r")
+	if info.Fill == nil || info.Fill.Total < lazyFiles*lazyFileSize {
+		t.Fatalf("fill of a lazy restore: %+v", info.Fill)
+	}
+	t.Logf("at the first exec: %d of %d bytes in", info.Fill.Done, info.Fill.Total)
+	if info.Fill.Done >= info.Fill.Total/10 {
+		t.Fatalf("the first exec answered with %d of %d bytes in: more than a tenth", info.Fill.Done, info.Fill.Total)
+	}
+	// Writes and reads work meanwhile; a checkpoint waits for the fill.
+	d.sh("r", "echo new > /root/new && cat "+lazyDir+"/f3 > /dev/null")
+	d.checkpoint("r")
+	if got := d.lazySums("r"); got != want {
+		t.Fatalf("after the fill:\n%s\nwant\n%s", got, want)
+	}
+	d.mustCLI("checkpoint", "restore", "r", "v0", "--as", "r2")
+	if got := d.lazySums("r2"); got != want {
+		t.Fatalf("the checkpoint taken mid-fill, restored:\n%s\nwant\n%s", got, want)
+	}
+	if out := d.sh("r2", "cat /root/new"); out != "new\n" {
+		t.Fatalf("a write made mid-fill, in its checkpoint: %q", out)
+	}
+	d.waitFilled("r", time.Minute)
+	// Events: the fill's end is on the sandbox's stream.
+	if out := d.mustCLI("events", "r"); !strings.Contains(out, "fill") || !strings.Contains(out, "complete") {
+		t.Fatalf("events of r: no fill events:\n%s", out)
+	}
+	d.mustCLI("stop", "r")
+	d.mustCLI("start", "r")
+	if _, err := os.Stat(filepath.Join(d.dataDir, "lazy", sb.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the lazy state after a stop and start of a filled sandbox: %v", err)
+	}
+	if info := d.info("r"); info.Fill != nil {
+		t.Fatalf("fill after it completed and the sandbox restarted: %+v", info.Fill)
+	}
+	if got := d.lazySums("r"); got != want {
+		t.Fatalf("on the plain root:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Both locations down mid-fill: reads of data not yet in fail with EIO,
+// data in reads; once they are back the fill completes and nothing
+// differs.
+func TestLazyRestoreFailsReadsWithEIOWhileTheLocationsAreDown(t *testing.T) {
+	d, srv, want := offsiteOnlyCheckpoint(t)
+	d.restoreLazily("r")
+	head := d.sh("r", "head -c 4096 "+lazyDir+"/f1 | sha256sum")
+	srv[0].Stop()
+	srv[1].Stop()
+	_, errOut, code := d.cli("", "exec", "r", "--", "/bin/sh", "-c", "cat "+lazyDir+"/f7 > /dev/null")
+	if code == 0 || !strings.Contains(strings.ToLower(errOut), "input/output error") {
+		t.Fatalf("a read of data that cannot be fetched: exit %d, stderr %q; want an I/O error", code, errOut)
+	}
+	if got := d.sh("r", "head -c 4096 "+lazyDir+"/f1 | sha256sum"); got != head {
+		t.Fatalf("data already in, read again while the locations are down: %q, want %q", got, head)
+	}
+	if info := d.info("r"); info.Fill == nil || !info.Fill.Unavailable && info.Fill.Done == info.Fill.Total {
+		t.Logf("fill while down: %+v", info.Fill)
+	}
+	srv[0].Restart(t)
+	srv[1].Restart(t)
+	d.waitFilled("r", 3*time.Minute)
+	if got := d.lazySums("r"); got != want {
+		t.Fatalf("after the locations came back:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// kill -9 of cairnd mid-fill: the sandbox keeps running on its root, and
+// after the restart the fill completes and nothing differs.
+func TestLazyRestoreSurvivesAKilledDaemon(t *testing.T) {
+	d, _, want := offsiteOnlyCheckpoint(t)
+	d.restoreLazily("r")
+	d.sh("r", "cat "+lazyDir+"/f0 > /dev/null")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		f := d.info("r").Fill
+		if f == nil || f.Done == f.Total {
+			t.Fatal("the fill ended before cairnd could be killed mid-fill")
+		}
+		if f.Done > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing filled after a minute: %+v", f)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.kill(syscall.SIGKILL)
+	d.start()
+	if out := d.sh("r", "echo alive"); out != "alive\n" {
+		t.Fatalf("after the restart: %q", out)
+	}
+	d.waitFilled("r", 3*time.Minute)
+	if got := d.lazySums("r"); got != want {
+		t.Fatalf("after a kill -9 mid-fill:\n%s\nwant\n%s", got, want)
+	}
+}
