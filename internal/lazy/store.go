@@ -349,13 +349,3 @@ func (s *store) fillFile(ctx context.Context, i int) error {
 	}
 	return s.commit()
 }
-
-// complete reports whether every slot is durable.
-func (s *store) complete() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
