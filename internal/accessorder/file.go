@@ -63,3 +63,41 @@ func (o Order) Clean() Order {
 	}
 	return out
 }
+
+// PathFor is where the order of sandbox id's last boot is kept under
+// cairnd's data directory.
+func PathFor(dataDir, sandboxID string) string {
+	return filepath.Join(dataDir, "sandboxes", sandboxID, FileName)
+}
+
+// Capped is o cut to its first files whose names take at most maxBytes
+// in all: what travels in a manifest has a bound. A cut order is Partial.
+func (o Order) Capped(maxBytes int) Order {
+	out := Order{Partial: o.Partial}
+	used := 0
+	for _, f := range o.Files {
+		b, _ := json.Marshal(f) // with its quotes and escapes, as it is written
+		if used+len(b)+1 > maxBytes {
+			out.Partial = true
+			break
+		}
+		used += len(b) + 1
+		out.Files = append(out.Files, f)
+	}
+	return out
+}
+
+// Rank returns, for a path, its place in o (0 first) and whether o names
+// it at all; paths are compared as Clean leaves them.
+func (o Order) Rank() func(path string) (int, bool) {
+	at := make(map[string]int, len(o.Files))
+	for i, f := range o.Files {
+		if _, seen := at[f]; !seen {
+			at[f] = i
+		}
+	}
+	return func(path string) (int, bool) {
+		i, ok := at[filepath.Clean(path)]
+		return i, ok
+	}
+}

@@ -2,9 +2,13 @@ package offsite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"sort"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/repo"
@@ -25,6 +29,13 @@ func (s *Service) Layout(ctx context.Context, ck metadata.Checkpoint, dir string
 		return nil, errdefs.New(api.CodeNotOffsite, "checkpoint %s/%s is not off-site (state %s)", ck.SandboxName, ck.Seq, state)
 	}
 	files, err := r.Layout(ctx, ref, dir)
+	if err == nil {
+		order := readOrderIn(ctx, r, ref)
+		if n := inReadOrder(files, order); n > 0 {
+			slog.Info("lazy restore: fetching first the files its sandbox read first at its last boot",
+				"sandbox", ck.SandboxName, "checkpoint", ck.Seq, "files", n, "of", len(files))
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -57,4 +68,56 @@ func (s *Service) PackOf(ctx context.Context, id crypto.ID) (string, bool, error
 	}
 	name, ok := r.PackOf(id)
 	return name, ok, nil
+}
+
+// readOrderOf is the order of sandbox id's reads at its last boot, empty
+// when it was not recorded; it goes up with the sandbox's checkpoints.
+func (s *Service) readOrderOf(id string) accessorder.Order {
+	if s.readOrders == "" {
+		return accessorder.Order{}
+	}
+	o, err := accessorder.Load(accessorder.PathFor(s.readOrders, id))
+	if err != nil {
+		slog.Warn("off-site: the order of a boot's reads is unreadable; uploading without it", "sandbox_id", id, "err", err)
+	}
+	return o
+}
+
+// readOrderIn is the read order ref's manifest carries; empty when it
+// carries none or cannot be read (the order is a hint only).
+func readOrderIn(ctx context.Context, r *repo.Repository, ref repo.ManifestRef) accessorder.Order {
+	info, err := r.Info(ctx, ref)
+	if err != nil || len(info.Meta) == 0 {
+		return accessorder.Order{}
+	}
+	var m remoteMeta
+	if json.Unmarshal(info.Meta, &m) != nil {
+		return accessorder.Order{}
+	}
+	return accessorder.Order{Files: m.ReadOrder}.Clean()
+}
+
+// inReadOrder puts the files that order names first, in its order, and
+// the rest after them as they were (the manifest's order): the fill of a
+// lazy restore goes in this order. It reports how many came first.
+func inReadOrder(files []repo.LaidFile, order accessorder.Order) int {
+	rank := order.Rank()
+	first := 0
+	sort.SliceStable(files, func(i, j int) bool {
+		ri, oki := rank(files[i].Node.Path)
+		rj, okj := rank(files[j].Node.Path)
+		switch {
+		case oki && okj:
+			return ri < rj
+		default:
+			return oki && !okj
+		}
+	})
+	for _, f := range files {
+		if _, ok := rank(f.Node.Path); !ok {
+			break
+		}
+		first++
+	}
+	return first
 }

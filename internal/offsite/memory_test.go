@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
@@ -145,7 +146,7 @@ func TestMemoryCheckpointUploadedBeforeIsUploadedAgain(t *testing.T) {
 	if r == nil {
 		t.Fatal("repository not open")
 	}
-	old, _, err := r.Backup(context.Background(), f.disks.dirs["m1"], repo.BackupOptions{Meta: metaOf(ck)})
+	old, _, err := r.Backup(context.Background(), f.disks.dirs["m1"], repo.BackupOptions{Meta: metaOf(ck, accessorder.Order{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,6 +89,9 @@ type Service struct {
 	disk     Disks
 	observer Observer // nil: nobody is told about uploads
 	cluster  Cluster  // nil: one host
+	// readOrders is cairnd's data directory, where each sandbox keeps the
+	// order of its last boot's reads (accessorder.PathFor); "": none.
+	readOrders string
 
 	mu        sync.Mutex
 	repo      *repo.Repository // nil until opened
@@ -560,7 +563,7 @@ func (s *Service) uploadOne(ctx context.Context, r *repo.Repository, ck metadata
 	s.upload = t
 	s.mu.Unlock()
 	dir := held.Path()
-	opts := repo.BackupOptions{Meta: metaOf(ck), MemoryDir: held.MemoryDir()}
+	opts := repo.BackupOptions{Meta: metaOf(ck, s.readOrderOf(ck.SandboxID)), MemoryDir: held.MemoryDir()}
 	if ck.HasMemory && opts.MemoryDir == "" {
 		// Its disk goes up all the same: it is all there is to restore.
 		log.Warn("off-site: the checkpoint's memory image is missing or damaged here; uploading its disk alone")

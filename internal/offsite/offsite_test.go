@@ -15,10 +15,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/metadata/sqlite"
+	"github.com/cairn-sandbox/cairn/internal/repo"
 	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 )
 
@@ -457,12 +459,42 @@ func TestStatusDuringUpload(t *testing.T) {
 func TestMetaAlwaysFits(t *testing.T) {
 	ck := metadata.Checkpoint{ID: "c1", SandboxID: "s1", SandboxName: "web", Seq: "v1", Trigger: metadata.TriggerManual,
 		Consistency: metadata.ConsistencyFrozen, Comment: strings.Repeat("é", 1<<20), Label: strings.Repeat("x", 1<<20), Name: strings.Repeat("n", 1<<16)}
-	b := metaOf(ck)
+	// And however many files its sandbox read at boot, with names that
+	// JSON escapes at six bytes a byte.
+	var order accessorder.Order
+	for i := 0; i < 20000; i++ {
+		order.Files = append(order.Files, fmt.Sprintf("usr/lib/\x01\x02%06d/%s", i, strings.Repeat("\x1f", 40)))
+	}
+	b := metaOf(ck, order)
 	if len(b) > manifest.MaxMeta {
 		t.Fatalf("meta of %d bytes, over the manifest's %d", len(b), manifest.MaxMeta)
 	}
 	var m remoteMeta
 	if err := json.Unmarshal(b, &m); err != nil || !utf8.ValidString(m.Comment) || len(m.Comment) == 0 || m.SandboxName != "web" {
 		t.Fatalf("meta %q… %v", b[:80], err)
+	}
+	if len(m.ReadOrder) == 0 || m.ReadOrder[0] != order.Files[0] {
+		t.Fatalf("the read order was dropped instead of cut: %d files", len(m.ReadOrder))
+	}
+}
+
+// A lazy restore fetches first the files its sandbox read first, in that
+// order, then the rest in the manifest's order; a name the order gives
+// that the checkpoint lacks changes nothing.
+func TestLazyFilesInReadOrder(t *testing.T) {
+	var files []repo.LaidFile
+	for _, p := range []string{"bin/sh", "etc/passwd", "srv/app/main", "srv/app/data", "usr/lib/x"} {
+		files = append(files, repo.LaidFile{Node: &manifest.Node{Path: p}})
+	}
+	order := accessorder.Order{Files: []string{"srv/app/data", "gone/file", "srv/app/main", "bin/sh"}}
+	if n := inReadOrder(files, order); n != 3 {
+		t.Fatalf("%d files first, want 3", n)
+	}
+	var got []string
+	for _, f := range files {
+		got = append(got, f.Node.Path)
+	}
+	if want := "srv/app/data srv/app/main bin/sh etc/passwd usr/lib/x"; strings.Join(got, " ") != want {
+		t.Fatalf("order %q, want %q", got, want)
 	}
 }

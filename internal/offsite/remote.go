@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"log/slog"
 	"sort"
 	"time"
@@ -40,6 +41,10 @@ type remoteMeta struct {
 	Image       string    `json:"image,omitempty"`
 	HasMemory   bool      `json:"has_memory,omitempty"`
 	Created     time.Time `json:"created"`
+	// ReadOrder names the files the checkpoint's sandbox read first at
+	// its last boot, in that order (package accessorder): a lazy restore
+	// fetches them first. Read only by Layout, never cached.
+	ReadOrder []string `json:"read_order,omitempty"`
 
 	readErr string // why the manifest says nothing usable; not stored
 	// memory: the manifest holds the memory image (repo.ManifestInfo.Memory);
@@ -53,14 +58,19 @@ type remoteMeta struct {
 const (
 	metaCommentMax = 8 << 10
 	metaTextMax    = 1 << 10 // label, name, image, sandbox name
+	// metaOrderMax bounds the read order: the rest of the metadata
+	// takes at most about 14 KiB of manifest.MaxMeta's 64.
+	metaOrderMax = 48 << 10
 )
 
-// metaOf is the manifest metadata of ck.
-func metaOf(ck metadata.Checkpoint) []byte {
+// metaOf is the manifest metadata of ck, with the order of its sandbox's
+// reads at boot.
+func metaOf(ck metadata.Checkpoint, order accessorder.Order) []byte {
 	b, _ := json.Marshal(remoteMeta{Format: metaFormat, ID: cut(ck.ID, 64), SandboxID: cut(ck.SandboxID, 64),
 		SandboxName: cut(ck.SandboxName, metaTextMax), Seq: cut(ck.Seq, metaTextMax), Name: cut(ck.Name, metaTextMax),
 		Trigger: cut(ck.Trigger, 64), Consistency: cut(ck.Consistency, 64), Comment: cut(ck.Comment, metaCommentMax),
-		Label: cut(ck.Label, metaTextMax), Image: cut(ck.Image, metaTextMax), HasMemory: ck.HasMemory, Created: ck.CreatedAt})
+		Label: cut(ck.Label, metaTextMax), Image: cut(ck.Image, metaTextMax), HasMemory: ck.HasMemory, Created: ck.CreatedAt,
+		ReadOrder: order.Clean().Capped(metaOrderMax).Files})
 	return b
 }
 
@@ -96,6 +106,7 @@ func (s *Service) meta(ctx context.Context, r *repo.Repository, ref repo.Manifes
 		}
 	}
 	m.memory = info.Memory
+	m.ReadOrder = nil // only a lazy restore wants it: see Layout
 	s.mu.Lock()
 	if s.metas == nil {
 		s.metas = map[string]remoteMeta{}
@@ -109,7 +120,7 @@ func (s *Service) meta(ctx context.Context, r *repo.Repository, ref repo.Manifes
 // reading it back.
 func (s *Service) knowMeta(manifest string, ck metadata.Checkpoint, memory bool) {
 	var m remoteMeta
-	if json.Unmarshal(metaOf(ck), &m) != nil {
+	if json.Unmarshal(metaOf(ck, accessorder.Order{}), &m) != nil {
 		return
 	}
 	m.memory = memory

@@ -142,6 +142,7 @@ func (s *Set) add(acct metadata.Account) *Service {
 	}
 	svc := New(cfg, s.store, acct, s.disk, s.now)
 	svc.cluster = s.cluster
+	svc.readOrders = s.dataDir
 	if s.observer != nil {
 		svc.SetObserver(s.observer)
 	}

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"log/slog"
-	"path/filepath"
 
 	"github.com/cairn-sandbox/cairn/internal/accessorder"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -42,5 +41,5 @@ func (m *Manager) recordReads(sb metadata.Sandbox) {
 // ReadOrderPath is where the order of sandbox id's last boot's reads is
 // kept.
 func (m *Manager) ReadOrderPath(id string) string {
-	return filepath.Join(m.cfg.DataDir, "sandboxes", id, accessorder.FileName)
+	return accessorder.PathFor(m.cfg.DataDir, id)
 }
