@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-sandbox/cairn/api"
 )
 
 func TestFormatSize(t *testing.T) {
@@ -90,5 +93,14 @@ func TestFormatInterval(t *testing.T) {
 	}
 	if got := formatAutoCheckpoint(0); got != "" {
 		t.Errorf("formatAutoCheckpoint(0) = %q, want empty", got)
+	}
+}
+
+func TestFormatFill(t *testing.T) {
+	if got := formatFill(api.Fill{Done: 512 << 20, Total: 2 << 30}); got != "512MiB of 2GiB (25%)" {
+		t.Errorf("fill: %q", got)
+	}
+	if got := formatFill(api.Fill{Done: 0, Total: 1 << 30, Unavailable: true}); !strings.Contains(got, "0B of 1GiB (0%), waiting") {
+		t.Errorf("fill with the locations down: %q", got)
 	}
 }

@@ -262,7 +262,23 @@ func runInfo(ctx context.Context, opts infoOptions, g *globalOptions) error {
 	if sb.Disk != nil {
 		t.Row("disk", formatDisk(*sb.Disk))
 	}
+	if sb.Fill != nil {
+		t.Row("fill", formatFill(*sb.Fill))
+	}
 	return t.Flush()
+}
+
+// formatFill renders a lazy restore's fill: "1.2 GiB of 4.0 GiB (30%)",
+// and why it waits when no location answers.
+func formatFill(f api.Fill) string {
+	s := formatSize(f.Done) + " of " + formatSize(f.Total)
+	if f.Total > 0 {
+		s += fmt.Sprintf(" (%d%%)", f.Done*100/f.Total)
+	}
+	if f.Unavailable {
+		s += ", waiting: no location answers (reads of data not in fail with EIO)"
+	}
+	return s
 }
 
 // formatEvent renders a sandbox event: "3 min ago: WHAT", "-" for none.

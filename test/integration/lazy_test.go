@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/accessorder"
+	"github.com/cairn-sandbox/cairn/internal/lazy"
 	"github.com/cairn-sandbox/cairn/internal/repo/backend/s3/s3test"
 )
 
@@ -35,8 +38,9 @@ func (d *daemon) lazySums(name string) string {
 // offsiteOnlyCheckpoint makes sandbox "src" with the lazy data, takes
 // its checkpoint v0 and a later v1, waits until both locations hold v0
 // and the local tier has dropped its local copy (keep the newest), and
-// returns v0's sums.
-func offsiteOnlyCheckpoint(t *testing.T) (*daemon, [2]*s3test.Server, string) {
+// returns v0's sums. cairnd gets the flags extra; before, when not nil,
+// runs before v0 is taken.
+func offsiteOnlyCheckpoint(t *testing.T, extra []string, before func(d *daemon)) (*daemon, [2]*s3test.Server, string) {
 	t.Helper()
 	srv, locs := s3Locations(t)
 	offsite := map[string]any{"retry_max": "2s", "locations": locs}
@@ -46,10 +50,13 @@ func offsiteOnlyCheckpoint(t *testing.T) (*daemon, [2]*s3test.Server, string) {
 	if err := os.WriteFile(config, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, "--config", config, "--lazy-fill-rate", lazyRate)
+	d := startDaemon(t, append([]string{"--config", config, "--lazy-fill-rate", lazyRate}, extra...)...)
 	d.create("src")
 	d.sh("src", "mkdir -p "+lazyDir+" && for i in $(seq 0 7); do head -c 33554432 /dev/urandom > "+lazyDir+"/f$i; done")
 	want := d.lazySums("src")
+	if before != nil {
+		before(d)
+	}
 	d.checkpoint("src")
 	d.sh("src", "echo later > /root/later")
 	d.checkpoint("src")
@@ -98,7 +105,7 @@ func (d *daemon) waitFilled(name string, within time.Duration) {
 // whole; once the fill is complete and the sandbox restarted, its root
 // is a plain subvolume again.
 func TestLazyRestoreStartsAtOnceAndFillsWhole(t *testing.T) {
-	d, _, want := offsiteOnlyCheckpoint(t)
+	d, _, want := offsiteOnlyCheckpoint(t, nil, nil)
 
 	sb := d.restoreLazily("r")
 	if sb.State != api.StateRunning {
@@ -148,7 +155,7 @@ func TestLazyRestoreStartsAtOnceAndFillsWhole(t *testing.T) {
 // data in reads; once they are back the fill completes and nothing
 // differs.
 func TestLazyRestoreFailsReadsWithEIOWhileTheLocationsAreDown(t *testing.T) {
-	d, srv, want := offsiteOnlyCheckpoint(t)
+	d, srv, want := offsiteOnlyCheckpoint(t, nil, nil)
 	d.restoreLazily("r")
 	head := d.sh("r", "head -c 4096 "+lazyDir+"/f1 | sha256sum")
 	srv[0].Stop()
@@ -174,7 +181,7 @@ func TestLazyRestoreFailsReadsWithEIOWhileTheLocationsAreDown(t *testing.T) {
 // kill -9 of cairnd mid-fill: the sandbox keeps running on its root, and
 // after the restart the fill completes and nothing differs.
 func TestLazyRestoreSurvivesAKilledDaemon(t *testing.T) {
-	d, _, want := offsiteOnlyCheckpoint(t)
+	d, _, want := offsiteOnlyCheckpoint(t, nil, nil)
 	d.restoreLazily("r")
 	d.sh("r", "cat "+lazyDir+"/f0 > /dev/null")
 	deadline := time.Now().Add(time.Minute)
@@ -199,5 +206,69 @@ func TestLazyRestoreSurvivesAKilledDaemon(t *testing.T) {
 	d.waitFilled("r", 3*time.Minute)
 	if got := d.lazySums("r"); got != want {
 		t.Fatalf("after a kill -9 mid-fill:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Prefetch in access order: what a sandbox read first at its last boot
+// goes up, sealed, with its checkpoints, and a lazy restore of one fills
+// those files first: here f6, which the manifest lists after f0 to f5,
+// is whole before f0 is, though nothing in the restored sandbox reads
+// either.
+func TestLazyRestoreFetchesTheBootReadsFirst(t *testing.T) {
+	d, _, want := offsiteOnlyCheckpoint(t, []string{"--boot-reads", "3s"}, func(d *daemon) {
+		// The boot that made the data wrote it: gVisor serves it from its
+		// memory. A new boot reads it from the disk, as a service would.
+		src := d.info("src")
+		d.mustCLI("stop", "src")
+		d.mustCLI("start", "src")
+		d.sh("src", "cat "+lazyDir+"/f6 > /dev/null")
+		path := filepath.Join(d.dataDir, "sandboxes", src.ID, accessorder.FileName)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if o, err := accessorder.Load(path); err == nil && slices.Contains(o.Files, "var/lazy/f6") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no recorded boot order naming var/lazy/f6 at %s after 30 s", path)
+			}
+		}
+	})
+	sb := d.restoreLazily("r")
+	dir := filepath.Join(d.dataDir, "lazy", sb.ID)
+	plan, err := lazy.ReadPlan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(path string) int {
+		return slices.IndexFunc(plan.Files, func(f lazy.File) bool { return f.Path == path })
+	}
+	f0, f6 := at("var/lazy/f0"), at("var/lazy/f6")
+	if f0 < 0 || f6 < 0 || f6 > f0 {
+		t.Fatalf("the plan's order: f6 at %d, f0 at %d; want f6 first", f6, f0)
+	}
+	whole := func(have []bool, i int) bool {
+		f := plan.Files[i]
+		return !slices.Contains(have[f.First:f.First+len(f.Chunks)], false)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		have, _, err := lazy.Present(dir, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if whole(have, f6) {
+			if whole(have, f0) {
+				t.Fatal("f0 was whole as soon as f6 was: the recorded order did not lead the fill")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("f6 is not whole a minute after the restore")
+		}
+	}
+	d.waitFilled("r", 2*time.Minute)
+	if got := d.lazySums("r"); got != want {
+		t.Fatalf("after the fill:\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(d.logText(), "fetching first the files its sandbox read first") {
+		t.Error("cairnd's log does not say that the fill follows a recorded order")
 	}
 }
