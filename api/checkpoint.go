@@ -141,11 +141,11 @@ type RestoreRequest struct {
 	// is what happens anyway when the local copy is gone); the processes
 	// of a memory checkpoint resume as from a local one.
 	FromOffsite bool `json:"from_offsite,omitempty"`
-	// Lazy, for a disk that comes from off-site, starts the sandbox at
-	// once on the checkpoint's tree and fetches the files' data as it is
-	// read, the rest in the background (docs/lazy-restore.md); without
-	// it the whole disk is fetched first.
-	Lazy bool `json:"lazy,omitempty"`
+	// Whole fetches a disk that comes from off-site whole before the
+	// sandbox starts. Without it the restore is lazy: the sandbox starts
+	// at once on the checkpoint's tree and the files' data is fetched as
+	// it is read, the rest in the background (docs/lazy-restore.md).
+	Whole bool `json:"whole,omitempty"`
 }
 
 // SnapshotRestoreRequest is the body of POST /v1/snapshots/{ref}/restore.
@@ -153,7 +153,7 @@ type SnapshotRestoreRequest struct {
 	Name        string `json:"name"` // the new sandbox
 	DiskOnly    bool   `json:"disk_only,omitempty"`
 	FromOffsite bool   `json:"from_offsite,omitempty"` // as in RestoreRequest
-	Lazy        bool   `json:"lazy,omitempty"`         // as in RestoreRequest
+	Whole       bool   `json:"whole,omitempty"`        // as in RestoreRequest
 }
 
 // VerifyRequest is the body of POST /v1/verify.
@@ -197,6 +197,10 @@ type ForkRequest struct {
 	// FromCheckpoint always forks its processes unless DiskOnly.
 	Memory   bool `json:"memory,omitempty"`
 	DiskOnly bool `json:"disk_only,omitempty"`
+	// Whole: a FromCheckpoint whose local copy is gone is fetched whole
+	// from off-site before the children start; without it each child is
+	// restored lazily (RestoreRequest.Whole).
+	Whole bool `json:"whole,omitempty"`
 }
 
 // StopRequest is the body of POST /v1/sandboxes/{name}/stop.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cairn-sandbox/cairn/api"
 )
@@ -413,7 +414,7 @@ type restoreOptions struct {
 	Wait               bool // follow an in-place restore to its end
 	DiskOnly           bool // restore only the disk of a memory checkpoint: boot, do not resume
 	FromOffsite        bool // rebuild the disk from the off-site repository
-	Lazy               bool // from off-site, start at once and fetch as read
+	Whole              bool // from off-site, fetch the whole disk before the start
 }
 
 // newRestoreCommand returns "restore NAME ID"; path is how it is called
@@ -451,7 +452,7 @@ it until it runs; NAME and the checkpoint are not touched.
   %[1]s web auto-20260301T120000Z --as web-before
   %[1]s web v3 --disk-only
   %[1]s web v2 --as web-copy --from-offsite
-  %[1]s web v2 --as web-copy --from-offsite --lazy`, path),
+  %[1]s web v2 --as web-copy --from-offsite --whole`, path),
 		Args: exactArgs("NAME", "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name, opts.ID = args[0], args[1]
@@ -467,7 +468,7 @@ it until it runs; NAME and the checkpoint are not touched.
 	f.BoolVar(&opts.Wait, "wait", false, "follow an in-place restore until the sandbox is back")
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	f.BoolVar(&opts.FromOffsite, "from-offsite", false, fromOffsiteUsage)
-	f.BoolVar(&opts.Lazy, "lazy", false, lazyUsage)
+	addWholeFlag(f, &opts.Whole)
 	return cmd
 }
 
@@ -480,12 +481,23 @@ when the local copy is gone. A memory checkpoint's processes resume from
 the fetched image as from a local one (with --disk-only, only the disk is
 fetched and the sandbox boots).`
 	fromOffsiteUsage = "rebuild the disk (and memory image) from the off-site copy instead of the local one"
-	lazyHelp         = `--lazy, for a disk that comes from off-site, starts the sandbox at once: its
-files' data is fetched (and verified) as it is read, the rest in the
-background; "cairn info" shows how far the fill is. Checkpoints taken
-meanwhile wait for the fill. See docs/lazy-restore.md.`
-	lazyUsage = "from off-site: start at once, fetch the files' data as it is read (the rest in the background)"
+	lazyHelp         = `A disk that comes from off-site is restored lazily: the sandbox starts at
+once, its files' data is fetched (and verified) as it is read, the rest in
+the background, first the files it read first at its last boot; "cairn
+info" shows how far the fill is, and checkpoints taken meanwhile wait for
+it. --whole fetches the whole disk before the sandbox starts. See
+docs/lazy-restore.md.`
+	wholeUsage = "from off-site: fetch the whole disk before the sandbox starts (default: start at once, fetch as read)"
 )
+
+// addWholeFlag adds --whole, and --lazy, hidden: the default it names
+// (accepted for scripts written when it was not).
+func addWholeFlag(f *pflag.FlagSet, whole *bool) {
+	f.BoolVar(whole, "whole", false, wholeUsage)
+	var lazy bool
+	f.BoolVar(&lazy, "lazy", false, "restore lazily from off-site (the default)")
+	_ = f.MarkHidden("lazy")
+}
 
 // newRollbackCommand returns cairn rollback: restore in place and wait
 // (its options are restoreOptions with Wait set).
@@ -517,6 +529,7 @@ following; the rollback goes on in cairnd.
 	f := cmd.Flags()
 	f.BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the rollback cannot be undone)")
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
+	addWholeFlag(f, &opts.Whole)
 	return cmd
 }
 
@@ -527,7 +540,7 @@ func runRestore(ctx context.Context, opts restoreOptions, g *globalOptions) erro
 		NoSafetyCheckpoint: opts.NoSafetyCheckpoint,
 		DiskOnly:           opts.DiskOnly,
 		FromOffsite:        opts.FromOffsite,
-		Lazy:               opts.Lazy,
+		Whole:              opts.Whole,
 	})
 	if err != nil {
 		return err

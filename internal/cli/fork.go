@@ -16,6 +16,7 @@ type forkOptions struct {
 	NamePrefix     string
 	Memory         bool // fork the running processes too
 	DiskOnly       bool // of a memory checkpoint, fork only the disk: the copies boot
+	Whole          bool // from off-site, fetch each copy's whole disk before it starts
 }
 
 func newForkCommand(g *globalOptions) *cobra.Command {
@@ -41,6 +42,11 @@ boot. What the processes held in memory (keys, tokens, random state
 already drawn) is the same in every copy. Open TCP connections to the
 outside do not survive in the copies.
 
+A --from-checkpoint whose local copy is gone (off-site only) is restored
+from off-site into each copy, lazily: the copies start at once and fetch
+their files' data as they read it, each its own, the rest in the
+background; --whole fetches each copy's disk whole first.
+
 --json prints an array of the new sandboxes.`,
 		Example: `  cairn fork web
   cairn fork web --count 3 --name-prefix trial
@@ -62,6 +68,7 @@ outside do not survive in the copies.
 	f.StringVar(&opts.NamePrefix, "name-prefix", "", "name the copies PREFIX-1…PREFIX-N (default NAME-fork)")
 	f.BoolVar(&opts.Memory, "memory", false, "fork the live processes too (a memory checkpoint of the running sandbox is taken first)")
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
+	f.BoolVar(&opts.Whole, "whole", false, wholeUsage)
 	return cmd
 }
 
@@ -73,6 +80,7 @@ func runFork(ctx context.Context, opts forkOptions, g *globalOptions) error {
 		NamePrefix:     opts.NamePrefix,
 		Memory:         opts.Memory,
 		DiskOnly:       opts.DiskOnly,
+		Whole:          opts.Whole,
 	})
 	if err != nil {
 		return err

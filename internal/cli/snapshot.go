@@ -188,7 +188,7 @@ type snapshotRestoreOptions struct {
 	NewName     string
 	DiskOnly    bool // restore only the disk of a memory checkpoint: boot, do not resume
 	FromOffsite bool // rebuild the disk from the off-site repository
-	Lazy        bool // from off-site, start at once and fetch as read
+	Whole       bool // from off-site, fetch the whole disk before the start
 }
 
 func newSnapshotRestoreCommand(g *globalOptions) *cobra.Command {
@@ -214,7 +214,7 @@ on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
   cairn snapshot restore web/auto-20260301T120000Z web-noon
   cairn snapshot restore web/v3 web-v3 --disk-only
   cairn snapshot restore web/v3 web-v3 --from-offsite
-  cairn snapshot restore web/v3 web-v3 --from-offsite --lazy`,
+  cairn snapshot restore web/v3 web-v3 --from-offsite --whole`,
 		Args: exactArgs("ID_OR_NAME", "NEW_NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref, opts.NewName = args[0], args[1]
@@ -223,7 +223,7 @@ on stderr. Ctrl-C stops following; the restore goes on in cairnd.`,
 	}
 	cmd.Flags().BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	cmd.Flags().BoolVar(&opts.FromOffsite, "from-offsite", false, fromOffsiteUsage)
-	cmd.Flags().BoolVar(&opts.Lazy, "lazy", false, lazyUsage)
+	addWholeFlag(cmd.Flags(), &opts.Whole)
 	return cmd
 }
 
@@ -233,7 +233,7 @@ func runSnapshotRestore(ctx context.Context, opts snapshotRestoreOptions, g *glo
 		Name:        opts.NewName,
 		DiskOnly:    opts.DiskOnly,
 		FromOffsite: opts.FromOffsite,
-		Lazy:        opts.Lazy,
+		Whole:       opts.Whole,
 	})
 	if err != nil {
 		return err

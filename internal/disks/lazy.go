@@ -36,5 +36,8 @@ func (d *Disks) MaterializeLazy(ctx context.Context, ck metadata.Checkpoint, dst
 		return err
 	}
 	plan := lazy.NewPlan(ck.AccountID, ck.ID, ck.OffsiteManifest, dst, files)
+	if plan.Subvolume, err = d.cfg.Pool.SubvolumeID(dst); err != nil {
+		return err
+	}
 	return lazy.WritePlan(stateDir, plan)
 }

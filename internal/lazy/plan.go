@@ -34,6 +34,10 @@ type Plan struct {
 	Checkpoint string `json:"checkpoint"` // the checkpoint restored (its id)
 	Manifest   string `json:"manifest"`   // its manifest in the repository
 	Backing    string `json:"backing"`    // the laid out tree (the root subvolume), when laid out
+	// Subvolume is the btrfs subvolume id of the laid out tree: a root
+	// with another id is not this plan's (a restore in place that laid a
+	// tree out and never swapped it in), and the state is stale.
+	Subvolume uint64 `json:"subvolume,omitempty"`
 	Bytes      int64  `json:"bytes"`      // the data to fill: the sum of the chunks' lengths
 	Files      []File `json:"files"`
 

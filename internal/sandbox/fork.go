@@ -56,10 +56,11 @@ func (m *Manager) Fork(ctx context.Context, account, name string, req api.ForkRe
 		if req.Memory && !from.HasMemory {
 			return nil, errdefs.New(api.CodeNoMemory, "checkpoint %s holds no memory: fork it without --memory", from.Seq)
 		}
-		if !m.cfg.Disks.HasLocal(ctx, from) {
-			return nil, errdefs.New(api.CodeLocalGone, "the local copy of checkpoint %s is gone: restore it from off-site first (cairn checkpoint restore %s %s --as NEW_NAME), then fork that", from.Seq, name, from.Seq)
+		local := m.cfg.Disks.HasLocal(ctx, from)
+		if !local && m.lazyRemote(from.AccountID) == nil {
+			return nil, errdefs.New(api.CodeLocalGone, "the local copy of checkpoint %s is gone and off-site copies are disabled in cairnd's config", from.Seq)
 		}
-		if from.HasMemory && !req.DiskOnly {
+		if local && from.HasMemory && !req.DiskOnly {
 			if err := m.cfg.Disks.CheckMemory(from); err != nil {
 				return nil, err
 			}
@@ -120,20 +121,11 @@ func (m *Manager) fork(ctx context.Context, op *operation.Op, acct metadata.Acco
 			return nil, err
 		}
 	}
-	// Held throughout: the checkpoint's disk stays while the children
-	// are made from it.
-	held, err := m.cfg.Disks.Open(ctx, from, disks.PurposeRestore)
+	makeRoot, mem, done, err := m.forkSource(ctx, op, from, req)
 	if err != nil {
 		return nil, err
 	}
-	defer held.Release()
-	mem := ""
-	if from.HasMemory && !req.DiskOnly {
-		if mem, err = held.MemoryImage(); err != nil {
-			return nil, err
-		}
-	}
-	makeRoot := func(root string) error { return held.Materialize(ctx, m.cfg.Pool, root) }
+	defer done()
 	memory := func() (string, error) { return mem, nil }
 	errs := make([]error, len(children))
 	sem := make(chan struct{}, forkParallelism)
@@ -145,7 +137,10 @@ func (m *Manager) fork(ctx context.Context, op *operation.Op, acct metadata.Acco
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = m.create(ctx, op, children[i], makeRoot, memory)
+			errs[i] = m.create(ctx, op, children[i], func(root string) error { return makeRoot(id, root) }, memory)
+			if errs[i] != nil {
+				logErr("undo: drop the lazy root", m.run.dropLazy(id), "sandbox", children[i].Name)
+			}
 		})
 	}
 	wg.Wait()
@@ -171,6 +166,50 @@ func (m *Manager) fork(ctx context.Context, op *operation.Op, acct metadata.Acco
 	}
 	op.Step(api.PhaseDone, "Forked %s into %d sandboxes from %s", name, len(out), from.Seq)
 	return out, nil
+}
+
+// forkSource returns how the fork's children get their roots from
+// checkpoint from, the memory image they resume from ("" to boot), and
+// what to call once they are made. From the local copy, each root is a
+// snapshot of it (held throughout). From off-site, when the local copy
+// is gone, each child is restored lazily on a tree of its own with a
+// fill of its own, or with req.Whole fetched whole; a memory image is
+// fetched once for all of them.
+func (m *Manager) forkSource(ctx context.Context, op *operation.Op, from metadata.Checkpoint, req api.ForkRequest) (makeRoot func(id, root string) error, mem string, done func(), err error) {
+	withMemory := from.HasMemory && !req.DiskOnly
+	if m.cfg.Disks.HasLocal(ctx, from) {
+		held, err := m.cfg.Disks.Open(ctx, from, disks.PurposeRestore)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if withMemory {
+			if mem, err = held.MemoryImage(); err != nil {
+				held.Release()
+				return nil, "", nil, err
+			}
+		}
+		return func(_, root string) error { return held.Materialize(ctx, m.cfg.Pool, root) }, mem, held.Release, nil
+	}
+	done = func() {}
+	if withMemory {
+		if mem, done, err = m.fetchMemory(ctx, op, from); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	if req.Whole {
+		progress := fetchProgress(op, from)
+		return func(_, root string) error {
+			held, err := m.cfg.Disks.Materialize(ctx, from, root, disks.FromOffsite, m.remote(from.AccountID), progress)
+			if held != nil {
+				held.Release()
+			}
+			return err
+		}, mem, done, nil
+	}
+	op.Step(api.PhaseFetch, "Laying out the tree of %s from off-site for each copy; their files' data comes as it is read, the rest in the background", from.Seq)
+	return func(id, root string) error {
+		return m.cfg.Disks.MaterializeLazy(ctx, from, root, m.run.lazyDir(id), m.lazyRemote(from.AccountID))
+	}, mem, done, nil
 }
 
 // destroyAll removes every sandbox of children that exists (an undo).

@@ -62,7 +62,7 @@ func selfBinary() (string, error) {
 func (r *runner) rootOf(ctx context.Context, sb metadata.Sandbox) (string, error) {
 	plain := r.cfg.Pool.SandboxPath(sb.ID)
 	dir := r.lazyDir(sb.ID)
-	if !lazy.HasState(dir) {
+	if !r.hasLazyRoot(sb) {
 		return plain, nil
 	}
 	r.fills.init()
@@ -86,6 +86,29 @@ func (r *runner) rootOf(ctx context.Context, sb metadata.Sandbox) (string, error
 	}
 	r.ensureFillLocked(sb)
 	return lazy.Mountpoint(dir), nil
+}
+
+// hasLazyRoot reports whether sandbox sb's root is lazy: its state is
+// there and is the state of the tree at its root. A state laid out for
+// another tree (a restore in place that did not swap it in before a
+// crash) is stale and removed; the root it names was swept with the
+// pool's work area.
+func (r *runner) hasLazyRoot(sb metadata.Sandbox) bool {
+	dir := r.lazyDir(sb.ID)
+	if !lazy.HasState(dir) {
+		return false
+	}
+	plan, err := lazy.ReadPlan(dir)
+	if err != nil || plan.Subvolume == 0 {
+		return true // ensureFill says what is wrong with it
+	}
+	root, err := r.cfg.Pool.SubvolumeID(r.cfg.Pool.SandboxPath(sb.ID))
+	if err != nil || root == plan.Subvolume {
+		return true
+	}
+	slog.Warn("lazy restore: removing a lazy state laid out for a tree that is not the sandbox's root", "sandbox", sb.Name, "plan_subvolume", plan.Subvolume, "root", root)
+	logErr("remove stale lazy state", lazy.Remove(dir), "sandbox", sb.Name)
+	return lazy.HasState(dir)
 }
 
 // lazyStarted lets the background fill of sandbox id go, now that its
@@ -314,7 +337,7 @@ func (r *runner) lazyRootLost(ctx context.Context, sb metadata.Sandbox, name str
 // runs on it then) and the fill is started.
 func (r *runner) resumeLazy(ctx context.Context, sb metadata.Sandbox) {
 	dir := r.lazyDir(sb.ID)
-	if !lazy.HasState(dir) {
+	if !r.hasLazyRoot(sb) {
 		return
 	}
 	r.fills.init()

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/disks"
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
+	"github.com/cairn-sandbox/cairn/internal/lazy"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 	"github.com/cairn-sandbox/cairn/internal/revert"
@@ -46,9 +48,6 @@ func (m *Manager) RestoreFromInside(ctx context.Context, account, name, ref stri
 }
 
 func (m *Manager) restore(ctx context.Context, account, name, ref string, req api.RestoreRequest, grace time.Duration) (*operation.Op, error) {
-	if req.Lazy && req.As == "" {
-		return nil, errdefs.New(api.CodeInvalidArgument, "a lazy restore makes a new sandbox: give it a name with --as (a restore in place fetches the whole disk)")
-	}
 	if req.As != "" {
 		acct, sb, err := m.lookup(ctx, account, name)
 		if err != nil {
@@ -61,7 +60,7 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		if err != nil {
 			return nil, err
 		}
-		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite, req.Lazy)
+		return m.restoreAsNew(ctx, acct, ck, req.As, req.DiskOnly, req.FromOffsite, !req.Whole)
 	}
 	sb, l, err := m.ex.acquire(ctx, account, name, api.StateRestoring)
 	if err != nil {
@@ -98,7 +97,8 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		d := inPlaceDetail{Name: sb.Name, Checkpoint: ck.ID, Seq: ck.Seq, OldRoot: oldRoot, Memory: ck.HasMemory && !diskOnly}
 		start := m.cfg.Now()
 		err = m.journalledInPlace(ctx, op, sb, d, func(notes *inPlaceNotes) error {
-			return m.restoreInPlace(ctx, op, sb, ck, src, !req.NoSafetyCheckpoint, diskOnly, notes)
+			lazily := !req.Whole && src == disks.FromOffsite && m.lazyRemote(ck.AccountID) != nil
+			return m.restoreInPlace(ctx, op, sb, ck, src, inPlaceOpts{safety: !req.NoSafetyCheckpoint, diskOnly: diskOnly, lazily: lazily}, notes)
 		})
 		m.observeRestore(restoreInPlace, src == disks.FromOffsite, start, err)
 		if err != nil {
@@ -109,12 +109,20 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 	}), nil
 }
 
+// inPlaceOpts are the choices of a restore in place: take a safety
+// checkpoint first, restore only the disk of a memory checkpoint, lay a
+// disk from off-site out lazily.
+type inPlaceOpts struct {
+	safety, diskOnly, lazily bool
+}
+
 // restoreInPlace swaps in a writable copy of ck's disk, made from src,
 // noting in its journal entry when it ends the sandbox's processes and
 // what it swaps in.
-func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, safety, diskOnly bool, notes *inPlaceNotes) error {
+func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ck metadata.Checkpoint, src disks.Source, o inPlaceOpts, notes *inPlaceNotes) error {
 	undo := revert.New()
 	defer undo.Fail()
+	safety, diskOnly := o.safety, o.diskOnly
 
 	root := m.cfg.Pool.SandboxPath(sb.ID)
 	// Built in the pool's work area, swept when the pool is opened: a
@@ -127,14 +135,29 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 	// a snapshot (its lease keeps the disk and memory image until the
 	// sandbox runs again), from off-site a full read.
 	var progress func(api.Progress, string)
-	if src == disks.FromOffsite {
+	if src == disks.FromOffsite && !o.lazily {
 		progress = fetchProgress(op, ck)
 	}
-	held, err := m.cfg.Disks.Materialize(ctx, ck, staging, src, m.remote(ck.AccountID), progress)
+	var held *disks.Held
+	var err error
+	// A lazy root's state is laid out beside the sandbox's own (which a
+	// lazy root it runs on now still uses) and moved in just before the
+	// swap; see swapInLazyState.
+	nextState := m.run.lazyDir(sb.ID) + ".next"
+	if o.lazily {
+		op.Step(api.PhaseFetch, "Laying out the tree of %s from off-site; its files' data comes as it is read, the rest in the background", ck.Seq)
+		os.RemoveAll(nextState)
+		err = m.cfg.Disks.MaterializeLazy(ctx, ck, staging, nextState, m.lazyRemote(ck.AccountID))
+	} else {
+		held, err = m.cfg.Disks.Materialize(ctx, ck, staging, src, m.remote(ck.AccountID), progress)
+	}
 	if err != nil {
 		return err
 	}
 	undo.Add(func() { logErr("undo: delete staged root", m.cfg.Pool.Delete(context.Background(), staging)) })
+	if o.lazily {
+		undo.Add(func() { os.RemoveAll(nextState) })
+	}
 	mem := ""
 	switch {
 	case held != nil:
@@ -153,6 +176,13 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		mem = dir
 	}
 
+	if o.lazily && lazy.HasState(m.run.lazyDir(sb.ID)) {
+		// The sandbox's own root is lazy too: whole before it can go
+		// (see swapInLazyState), while the sandbox still runs on it.
+		if err := m.waitFilled(ctx, sb, op); err != nil {
+			return err
+		}
+	}
 	safetyID := ""
 	if safety {
 		op.Step(api.PhaseSafety, "Taking a safety checkpoint of the current state")
@@ -181,6 +211,12 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		})
 	}
 
+	if o.lazily {
+		if err := m.swapInLazyState(ctx, op, sb, nextState); err != nil {
+			return err
+		}
+		undo.Add(func() { logErr("undo: drop the lazy state", lazy.Remove(m.run.lazyDir(sb.ID)), "sandbox", sb.Name) })
+	}
 	op.Step(api.PhaseSwap, "Swapping in checkpoint %s", ck.Seq)
 	// One atomic exchange: a crash leaves either the old root or the new
 	// one in place; whichever is left in the work area is swept at the
@@ -228,8 +264,31 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 			return err
 		}
 	}
+	if o.lazily && !m.run.isLive(sb.ID) {
+		// Stopped: the fill goes on all the same.
+		m.run.resumeLazy(context.WithoutCancel(ctx), sb)
+	}
 	slog.Info("sandbox restored", "sandbox", sb.Name, "checkpoint", ck.Seq)
 	return nil
+}
+
+// swapInLazyState makes next, the lazy state of the tree about to be
+// swapped in, sandbox sb's, once its container is gone. A lazy root the
+// sandbox had was filled before (a failed restore leaves the old root,
+// which must then be whole) and is removed.
+// A crash between this and the swap leaves a state whose plan names
+// another tree than the root: it is removed at the next start
+// (hasLazyRoot).
+func (m *Manager) swapInLazyState(ctx context.Context, op *operation.Op, sb metadata.Sandbox, next string) error {
+	if lazy.HasState(m.run.lazyDir(sb.ID)) {
+		if err := m.waitFilled(ctx, sb, op); err != nil { // filled before the stop: at once
+			return err
+		}
+		if err := m.run.dropLazy(sb.ID); err != nil {
+			return err
+		}
+	}
+	return os.Rename(next, m.run.lazyDir(sb.ID))
 }
 
 // RestoreSnapshot restores a checkpoint named account-wide (global id,
@@ -243,13 +302,13 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, account, ref string, req 
 	if err != nil {
 		return nil, err
 	}
-	return m.restoreAsNew(ctx, acct, ck, req.Name, req.DiskOnly, req.FromOffsite, req.Lazy)
+	return m.restoreAsNew(ctx, acct, ck, req.Name, req.DiskOnly, req.FromOffsite, !req.Whole)
 }
 
 // restoreAsNew makes and starts a new independent sandbox from ck; a
 // memory checkpoint's processes resume in it unless diskOnly. The disk
 // comes from off-site with fromOffsite, or when the local copy is gone;
-// from off-site with lazyFill, lazily (docs/lazy-restore.md).
+// from off-site with lazyFill, lazily (docs/lazy-restore.md), else whole.
 func (m *Manager) restoreAsNew(ctx context.Context, acct metadata.Account, ck metadata.Checkpoint, newName string, diskOnly, fromOffsite, lazyFill bool) (*operation.Op, error) {
 	if err := ValidateName(newName); err != nil {
 		return nil, err

@@ -96,7 +96,7 @@ func TestOffsiteStorageFaults(t *testing.T) {
 	}
 	// A restore from off-site with east flaky and west cut off: the exact
 	// tree, or a clear error.
-	out, errOut, code := d.cli("", "--json", "checkpoint", "restore", "f", v1.ID, "--as", "during", "--from-offsite")
+	out, errOut, code := d.cli("", "--json", "checkpoint", "restore", "f", v1.ID, "--as", "during", "--from-offsite", "--whole")
 	if code == 0 {
 		if got, want := fileSums(t, filepath.Join(d.rootOf("during"), "data")), fileSums(t, filepath.Join(d.ckDir("f", v1), "data")); !reflect.DeepEqual(got, want) {
 			t.Fatalf("restored during the faults, the tree differs:\n got %v\nwant %v", got, want)
@@ -151,7 +151,7 @@ func TestOffsiteStorageFaults(t *testing.T) {
 	// Nothing committed is lost, nothing uploaded meanwhile either.
 	for i, ck := range append(committed, during...) {
 		name := fmt.Sprintf("after%d", i)
-		d.mustCLI("checkpoint", "restore", "f", ck.ID, "--as", name, "--from-offsite")
+		d.mustCLI("checkpoint", "restore", "f", ck.ID, "--as", name, "--from-offsite", "--whole")
 		if got, want := fileSums(t, filepath.Join(d.rootOf(name), "data")), fileSums(t, filepath.Join(d.ckDir("f", ck), "data")); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s restored from off-site differs:\n got %v\nwant %v", ck.ID, got, want)
 		}

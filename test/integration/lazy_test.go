@@ -72,11 +72,12 @@ func offsiteOnlyCheckpoint(t *testing.T, extra []string, before func(d *daemon))
 	return d, srv, want
 }
 
-// restoreLazily restores src's v0 lazily as name and returns it.
+// restoreLazily restores src's v0 (off-site only: lazily, by default) as
+// name and returns it.
 func (d *daemon) restoreLazily(name string) api.Sandbox {
 	d.t.Helper()
 	var sb api.Sandbox
-	out := d.mustCLI("--json", "checkpoint", "restore", "src", "v0", "--as", name, "--lazy")
+	out := d.mustCLI("--json", "checkpoint", "restore", "src", "v0", "--as", name)
 	if err := json.Unmarshal([]byte(out), &sb); err != nil {
 		d.t.Fatalf("restore --lazy: %q: %v", out, err)
 	}
@@ -270,5 +271,59 @@ func TestLazyRestoreFetchesTheBootReadsFirst(t *testing.T) {
 	}
 	if !strings.Contains(d.logText(), "fetching first the files its sandbox read first") {
 		t.Error("cairnd's log does not say that the fill follows a recorded order")
+	}
+}
+
+// A fork of an off-site-only checkpoint makes lazy copies, each with its
+// own fill, that do not see each other's writes; a restore in place to
+// it is lazy too, and the sandbox keeps its name and id. Every file then
+// reads back as it was in the checkpoint.
+func TestLazyForkAndRestoreInPlace(t *testing.T) {
+	d, _, want := offsiteOnlyCheckpoint(t, nil, nil)
+
+	var kids []api.Sandbox
+	if err := json.Unmarshal([]byte(d.mustCLI("--json", "fork", "src", "--from-checkpoint", "v0", "--count", "2")), &kids); err != nil || len(kids) != 2 {
+		t.Fatalf("fork: %v %+v", err, kids)
+	}
+	for _, k := range kids {
+		if f := d.info(k.Name).Fill; f == nil || f.Total < lazyFiles*lazyFileSize {
+			t.Fatalf("fork child %s from off-site: fill %+v, want a lazy root", k.Name, f)
+		}
+	}
+	d.sh(kids[0].Name, "echo one > "+lazyDir+"/f2")
+	if out := d.sh(kids[1].Name, "head -c 3 "+lazyDir+"/f2 | od -c | head -1"); strings.Contains(out, "o   n   e") {
+		t.Fatalf("the second copy sees the first one's write: %q", out)
+	}
+	d.mustCLI("delete", kids[0].Name)
+	d.waitFilled(kids[1].Name, 2*time.Minute)
+	if got := d.lazySums(kids[1].Name); got != want {
+		t.Fatalf("the fork's copy after its fill:\n%s\nwant\n%s", got, want)
+	}
+
+	// In place: src runs at v1 with a later file; back to v0, lazily.
+	before := d.info("src")
+	d.mustCLI("restore", "src", "v0", "--wait", "--no-safety-checkpoint")
+	after := d.info("src")
+	if after.ID != before.ID || after.State != api.StateRunning {
+		t.Fatalf("after the restore in place: id %s (was %s), state %s", after.ID, before.ID, after.State)
+	}
+	if after.Fill == nil {
+		t.Fatal("a restore in place from off-site only: no fill, want a lazy root")
+	}
+	if out, _, code := d.cli("", "exec", "src", "--", "cat", "/root/later"); code == 0 {
+		t.Fatalf("a file written after v0 is still there after the restore to v0: %q", out)
+	}
+	d.waitFilled("src", 2*time.Minute)
+	if got := d.lazySums("src"); got != want {
+		t.Fatalf("restored in place, after the fill:\n%s\nwant\n%s", got, want)
+	}
+	// Once filled, a stop and start make the root plain again.
+	d.mustCLI("stop", "src")
+	d.mustCLI("start", "src")
+	if _, err := os.Stat(filepath.Join(d.dataDir, "lazy", before.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the lazy state after the fill and a restart: %v", err)
+	}
+	if got := d.lazySums("src"); got != want {
+		t.Fatalf("on the plain root:\n%s\nwant\n%s", got, want)
 	}
 }

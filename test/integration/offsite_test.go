@@ -207,14 +207,18 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 			t.Fatalf("wipe %s: %v: %s", dir, err, out)
 		}
 	}
-	if code := d.errorCode("fork", "files", "--from-checkpoint", "v0"); code != api.CodeLocalGone {
-		t.Fatalf("fork of a wiped checkpoint: code %s, want %s", code, api.CodeLocalGone)
+	// A fork of it is restored from off-site into its copy (whole here,
+	// to compare the tree on the host; lazily by default).
+	d.mustCLI("fork", "files", "--from-checkpoint", "v0", "--whole")
+	if got := manifest(t, filepath.Join(d.rootOf("files-fork-1"), "data")); !reflect.DeepEqual(got, before) {
+		t.Fatalf("forked from off-site, the tree differs:\n got %v\nwant %v", got, before)
 	}
+	d.mustCLI("delete", "files-fork-1")
 	out, _, code := d.cli("", "verify")
 	if code != 1 || !strings.Contains(out, "files/v0: the local disk is gone") {
 		t.Fatalf("local verify after the wipe: exit %d\n%s", code, out)
 	}
-	out, errOut, code := d.cli("", "checkpoint", "restore", "files", "v0", "--as", "copy")
+	out, errOut, code := d.cli("", "checkpoint", "restore", "files", "v0", "--as", "copy", "--whole")
 	if code != 0 || !strings.Contains(errOut, "from off-site") {
 		t.Fatalf("restore of a wiped checkpoint: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -232,7 +236,7 @@ func TestOffsiteRoundTripKeepsEverythingAndShowsTheStoresNothing(t *testing.T) {
 	d.sh("files", "echo second > /data/second")
 	v1 := d.checkpoint("files")
 	d.waitOffsite("files", v1.ID, "uploaded ×2", time.Minute)
-	d.mustCLI("snapshot", "restore", v1.GlobalID, "copy2", "--from-offsite")
+	d.mustCLI("snapshot", "restore", v1.GlobalID, "copy2", "--from-offsite", "--whole")
 	if out := d.sh("copy2", "cat /data/second /data/a"); out != "second\nfile A\n" {
 		t.Fatalf("copy2: %q", out)
 	}
@@ -314,7 +318,7 @@ func TestOffsiteDedupAndGC(t *testing.T) {
 		t.Fatalf("verify after GC: exit %d\n%s\n%s", code, out, errOut)
 	}
 	want := fileSums(t, filepath.Join(d.ckDir("a", d.ckInfo("a", "v1")), "data"))
-	d.mustCLI("checkpoint", "restore", "a", "v1", "--as", "a-v1", "--from-offsite")
+	d.mustCLI("checkpoint", "restore", "a", "v1", "--as", "a-v1", "--from-offsite", "--whole")
 	if got := fileSums(t, filepath.Join(d.rootOf("a-v1"), "data")); !reflect.DeepEqual(got, want) {
 		t.Fatalf("v1 from off-site after GC:\n got %v\nwant %v", got, want)
 	}
@@ -436,7 +440,7 @@ func TestOffsiteSurvivesKilledDaemon(t *testing.T) {
 	}
 	for id, sums := range want {
 		name := "k-" + id
-		d.mustCLI("checkpoint", "restore", "k", id, "--as", name, "--from-offsite")
+		d.mustCLI("checkpoint", "restore", "k", id, "--as", name, "--from-offsite", "--whole")
 		if got := fileSums(t, filepath.Join(d.rootOf(name), "data")); !reflect.DeepEqual(got, sums) {
 			t.Fatalf("%s from off-site:\n got %v\nwant %v", id, got, sums)
 		}
@@ -523,7 +527,7 @@ func TestOffsiteFullLocation(t *testing.T) {
 		t.Fatalf("verify of the full location: exit %d\n%s", code, out)
 	}
 	// The checkpoint restores from the other location.
-	d.mustCLI("checkpoint", "restore", "full", ck.ID, "--as", "full-copy", "--from-offsite")
+	d.mustCLI("checkpoint", "restore", "full", ck.ID, "--as", "full-copy", "--from-offsite", "--whole")
 	if out := d.sh("full-copy", "wc -c < /data/big"); strings.TrimSpace(out) != "8000000" {
 		t.Fatalf("restored copy: %q", out)
 	}
@@ -565,7 +569,7 @@ func TestOffsiteSurvivesANewHost(t *testing.T) {
 	replacement.kill(syscall.SIGTERM)
 
 	old.start()
-	old.mustCLI("checkpoint", "restore", "old", ck.ID, "--as", "old-again", "--from-offsite")
+	old.mustCLI("checkpoint", "restore", "old", ck.ID, "--as", "old-again", "--from-offsite", "--whole")
 	if got := fileSums(t, filepath.Join(old.rootOf("old-again"), "data")); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the first daemon's checkpoint from off-site after the replacement ran:\n got %v\nwant %v", got, want)
 	}

@@ -93,7 +93,7 @@ func TestADeepTreeMadeInASandboxGoesOffsiteAndBack(t *testing.T) {
 	if out, err := exec.Command("btrfs", "subvolume", "delete", d.ckDir("deep", v0)).CombinedOutput(); err != nil {
 		t.Fatalf("wipe the local copy: %v: %s", err, out)
 	}
-	out, errOut, code := d.cli("", "checkpoint", "restore", "deep", v0.ID, "--as", "copy")
+	out, errOut, code := d.cli("", "checkpoint", "restore", "deep", v0.ID, "--as", "copy", "--whole")
 	if code != 0 || !strings.Contains(errOut, "from off-site") {
 		t.Fatalf("restore of a wiped checkpoint: exit %d\n%s\n%s", code, out, errOut)
 	}
