@@ -104,6 +104,7 @@ included, as ssh does: it is your command's (see docs/security.md).
 	f.BoolVarP(&opts.Background, "background", "b", false, "start a background process and print its pid: its output is kept (cairn attach), its stdin open, its exit status waited for (cairn wait)")
 	f.StringArrayVarP(&opts.Env, "env", "e", nil, "set an environment variable KEY=VALUE (repeatable)")
 	f.StringVarP(&opts.Dir, "workdir", "w", "", "working directory inside the sandbox (default: the image's, else /)")
+	f.StringVar(&opts.Dir, "cwd", "", "the same as --workdir")
 	f.StringVarP(&opts.User, "user", "u", "", "user[:group] or uid[:gid] to run as (default: the image's, else root)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "kill the command after this long, e.g. 30s (exit code 124)")
 	return cmd

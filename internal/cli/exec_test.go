@@ -60,6 +60,13 @@ func TestExecPassesStdioAndExitCode(t *testing.T) {
 		t.Errorf("request %+v, want %+v", req, want)
 	}
 
+	// --cwd is --workdir under the name other APIs give it.
+	req = api.ExecRequest{}
+	runCLI(t, context.Background(), "--socket", sock, "exec", "web", "--cwd", "/tmp", "--user", "app", "--timeout", "30s", "--", "pwd")
+	if req.Dir != "/tmp" || req.User != "app" || req.TimeoutSeconds != 30 {
+		t.Errorf("--cwd /tmp --user app --timeout 30s: request %+v", req)
+	}
+
 	// --json changes only cairn's own messages.
 	code, stdout, _ = runCLI(t, context.Background(), "--socket", sock, "--json", "exec", "web", "--", "true")
 	if code != 3 || stdout != "true\n" {
