@@ -38,8 +38,8 @@ type Plan struct {
 	// with another id is not this plan's (a restore in place that laid a
 	// tree out and never swapped it in), and the state is stale.
 	Subvolume uint64 `json:"subvolume,omitempty"`
-	Bytes      int64  `json:"bytes"`      // the data to fill: the sum of the chunks' lengths
-	Files      []File `json:"files"`
+	Bytes     int64  `json:"bytes"` // the data to fill: the sum of the chunks' lengths
+	Files     []File `json:"files"`
 
 	slots []slot // every chunk of every file, in order; built by index
 }
