@@ -12,7 +12,10 @@ import (
 // LazyRemote lays a checkpoint's tree out without its data, for a lazy
 // restore; the data is fetched later (lazy.Source).
 type LazyRemote interface {
-	Layout(ctx context.Context, ck metadata.Checkpoint, dir string) ([]repo.LaidFile, error)
+	// Layout returns the files with data in the order to fill them, and
+	// how many of them, from the first, its sandbox read first at its
+	// last boot.
+	Layout(ctx context.Context, ck metadata.Checkpoint, dir string) (files []repo.LaidFile, prefetch int, err error)
 }
 
 // MaterializeLazy makes dst, a new subvolume, checkpoint ck's disk laid
@@ -31,11 +34,12 @@ func (d *Disks) MaterializeLazy(ctx context.Context, ck metadata.Checkpoint, dst
 			os.RemoveAll(stateDir)
 		}
 	}()
-	files, err := remote.Layout(ctx, ck, dst)
+	files, prefetch, err := remote.Layout(ctx, ck, dst)
 	if err != nil {
 		return err
 	}
 	plan := lazy.NewPlan(ck.AccountID, ck.ID, ck.OffsiteManifest, dst, files)
+	plan.Prefetch = prefetch
 	if plan.Subvolume, err = d.cfg.Pool.SubvolumeID(dst); err != nil {
 		return err
 	}

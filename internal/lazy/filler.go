@@ -30,6 +30,7 @@ type Note struct {
 	Done  int64  // bytes durably filled
 	Total int64
 	Err   error // for NoteUnavailable: why data cannot be fetched
+	Files int   // for NotePrefetched: how many files
 }
 
 // Note kinds.
@@ -38,6 +39,9 @@ const (
 	NoteUnavailable = "unavailable" // a fetch failed: reads of missing data fail with EIO until it works again
 	NoteAvailable   = "available"   // fetching works again after NoteUnavailable
 	NoteComplete    = "complete"    // every chunk is in; the root needs no fill any more
+	// NotePrefetched: the files the sandbox read first at its last boot
+	// (Plan.Prefetch) are all in.
+	NotePrefetched = "prefetched"
 )
 
 // progressEvery is how often a Filler reports its progress.
@@ -70,6 +74,11 @@ type Filler struct {
 type fillRun struct {
 	f      *Filler
 	plan   *Plan
+	packs  [][]int // the slots of each pack (Filler.packs)
+	packOf []int   // slot → its pack in packs
+	// prefetched: NotePrefetched was sent (or there is nothing to
+	// prefetch).
+	prefetched bool
 	mu     sync.Mutex // guards sent and w
 	sent   []bool     // handed to lazyfs (durable or about to be)
 	w      *bufio.Writer
@@ -92,7 +101,12 @@ func (f *Filler) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	run := &fillRun{f: f, plan: plan}
+	run := &fillRun{f: f, plan: plan, packs: packs, packOf: make([]int, plan.Slots()), prefetched: plan.Prefetch == 0}
+	for k, slots := range packs {
+		for _, sl := range slots {
+			run.packOf[sl] = k
+		}
+	}
 	for {
 		done, err := run.connectAndFill(ctx, packs)
 		if done {
@@ -208,6 +222,7 @@ func (r *fillRun) connectAndFill(ctx context.Context, packs [][]int) (bool, erro
 	if bgErr == nil {
 		// Everything is handed over: wait until lazyfs made it durable.
 		for {
+			r.notePrefetched()
 			have, _, err := Present(r.f.Dir, r.plan)
 			if err == nil && allTrue(have) {
 				cancel()
@@ -266,6 +281,7 @@ func (r *fillRun) background(ctx context.Context, packs [][]int) error {
 				return ctx.Err()
 			}
 		}
+		r.notePrefetched()
 		if time.Since(last) >= progressEvery {
 			last = time.Now()
 			r.report(NoteProgress)
@@ -298,7 +314,7 @@ func (r *fillRun) fetch(ctx context.Context, slots []int, demand bool) bool {
 	}
 	if demand {
 		// The whole pack comes anyway: take its other chunks along.
-		ids, want = r.packMates(ctx, want, ids)
+		ids, want = r.packMates(want, ids)
 	}
 	got, err := r.f.Source.LoadChunks(ctx, ids)
 	if ctx.Err() != nil {
@@ -342,9 +358,56 @@ func (r *fillRun) fetch(ctx context.Context, slots []int, demand bool) bool {
 }
 
 // packMates adds to a read's slots the other unsent slots whose chunks
-// are in the same packs.
-func (r *fillRun) packMates(ctx context.Context, want []int, ids []crypto.ID) ([]crypto.ID, []int) {
+// are in the same packs: LoadChunks downloads a pack whole, so they come
+// at no cost, and after the read's own slots (which lazyfs writes
+// first). r.mu is not held.
+func (r *fillRun) packMates(want []int, ids []crypto.ID) ([]crypto.ID, []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	inWant := make(map[int]bool, len(want))
+	for _, sl := range want {
+		inWant[sl] = true
+	}
+	seen := make(map[crypto.ID]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+	}
+	for _, sl := range want[:len(want):len(want)] {
+		for _, mate := range r.packs[r.packOf[sl]] {
+			if r.sent[mate] || inWant[mate] {
+				continue
+			}
+			inWant[mate] = true
+			want = append(want, mate)
+			if id := r.plan.slots[mate].id; !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
 	return ids, want
+}
+
+// notePrefetched sends NotePrefetched once the prefetched files' slots
+// are all durably in.
+func (r *fillRun) notePrefetched() {
+	if r.prefetched {
+		return
+	}
+	have, done, err := Present(r.f.Dir, r.plan)
+	if err != nil {
+		return
+	}
+	last := r.plan.Files[r.plan.Prefetch-1]
+	end := last.First + len(last.Chunks)
+	for _, in := range have[:end] {
+		if !in {
+			return
+		}
+	}
+	r.prefetched = true
+	r.f.Log.Info("lazy fill: the files read first at the last boot are in", "dir", r.f.Dir, "files", r.plan.Prefetch)
+	r.f.note(Note{Kind: NotePrefetched, Done: done, Total: r.plan.Bytes, Files: r.plan.Prefetch})
 }
 
 // send writes one frame; r.mu is held.

@@ -321,3 +321,62 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// The files a plan names first because the sandbox read them first are
+// filled first, and the filler says when they are all in, before the
+// rest; a read's chunk brings its pack-mates along.
+func TestPrefetchedFilesComeFirstAndAreReported(t *testing.T) {
+	f := newFixture(t, map[string]int{"bulk": 6 << 20, "app": 1 << 20})
+	plan, err := ReadPlan(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Files[0].Path != "app" {
+		plan.Files[0], plan.Files[1] = plan.Files[1], plan.Files[0]
+	}
+	plan.Prefetch = 1
+	if err := os.RemoveAll(f.state); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePlan(f.state, plan); err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t)
+	var mu sync.Mutex
+	var notes []Note
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Filler{Dir: f.state, Source: f.src, RateLimit: 2 << 20, Notify: func(n Note) {
+			mu.Lock()
+			notes = append(notes, n)
+			mu.Unlock()
+		}}).Run(ctx)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the fill did not complete")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	pre, complete := -1, -1
+	for i, n := range notes {
+		switch n.Kind {
+		case NotePrefetched:
+			pre = i
+			if n.Files != 1 || n.Done >= n.Total {
+				t.Errorf("prefetched note %+v: want 1 file, and before the end", n)
+			}
+		case NoteComplete:
+			complete = i
+		}
+	}
+	if pre < 0 || complete < 0 || pre > complete {
+		t.Fatalf("notes %+v: want the prefetched one before the complete one", notes)
+	}
+}

@@ -38,6 +38,10 @@ type Plan struct {
 	// with another id is not this plan's (a restore in place that laid a
 	// tree out and never swapped it in), and the state is stale.
 	Subvolume uint64 `json:"subvolume,omitempty"`
+	// Prefetch is how many of Files, from the first, are there because the
+	// checkpoint's sandbox read them first at its last boot (the fill
+	// goes in Files' order; docs/lazy-restore.md).
+	Prefetch int `json:"prefetch,omitempty"`
 	Bytes     int64  `json:"bytes"` // the data to fill: the sum of the chunks' lengths
 	Files     []File `json:"files"`
 
@@ -125,6 +129,9 @@ func (p *Plan) index() error {
 	}
 	if total != p.Bytes {
 		return fmt.Errorf("plan: chunks hold %d bytes, the plan says %d", total, p.Bytes)
+	}
+	if p.Prefetch < 0 || p.Prefetch > len(p.Files) {
+		return fmt.Errorf("plan: %d files to prefetch of %d", p.Prefetch, len(p.Files))
 	}
 	return nil
 }

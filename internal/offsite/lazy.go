@@ -18,35 +18,36 @@ import (
 // Layout lays checkpoint ck's tree out in dir (empty or missing) without
 // the files' data, for a lazy restore (repo.Layout): the manifest is read
 // and authenticated, the data is fetched later with LoadChunks.
-func (s *Service) Layout(ctx context.Context, ck metadata.Checkpoint, dir string) ([]repo.LaidFile, error) {
+func (s *Service) Layout(ctx context.Context, ck metadata.Checkpoint, dir string) ([]repo.LaidFile, int, error) {
 	r, err := s.opened(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ref := repo.ManifestRef{ID: ck.OffsiteManifest}
 	if ck.OffsiteManifest == "" || len(r.Holders(ref)) == 0 {
 		state, _ := s.Status(ck)
-		return nil, errdefs.New(api.CodeNotOffsite, "checkpoint %s/%s is not off-site (state %s)", ck.SandboxName, ck.Seq, state)
+		return nil, 0, errdefs.New(api.CodeNotOffsite, "checkpoint %s/%s is not off-site (state %s)", ck.SandboxName, ck.Seq, state)
 	}
 	files, err := r.Layout(ctx, ref, dir)
+	prefetch := 0
 	if err == nil {
 		order := readOrderIn(ctx, r, ref)
-		if n := inReadOrder(files, order); n > 0 {
+		if prefetch = inReadOrder(files, order); prefetch > 0 {
 			slog.Info("lazy restore: fetching first the files its sandbox read first at its last boot",
-				"sandbox", ck.SandboxName, "checkpoint", ck.Seq, "files", n, "of", len(files))
+				"sandbox", ck.SandboxName, "checkpoint", ck.Seq, "files", prefetch, "of", len(files))
 		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 		if errors.Is(err, repo.ErrUnreachable) {
-			return nil, errdefs.New(api.CodeOffsiteUnavailable, "restore of checkpoint %s/%s from off-site failed: the locations could not be read now (try again): %s",
+			return nil, 0, errdefs.New(api.CodeOffsiteUnavailable, "restore of checkpoint %s/%s from off-site failed: the locations could not be read now (try again): %s",
 				ck.SandboxName, ck.Seq, errText(err))
 		}
-		return nil, errdefs.New(api.CodeOffsiteFailed, "restore of checkpoint %s/%s from off-site failed: %v", ck.SandboxName, ck.Seq, err)
+		return nil, 0, errdefs.New(api.CodeOffsiteFailed, "restore of checkpoint %s/%s from off-site failed: %v", ck.SandboxName, ck.Seq, err)
 	}
-	return files, nil
+	return files, prefetch, nil
 }
 
 // LoadChunks fetches chunks for a lazy restore's fill, each verified

@@ -233,6 +233,8 @@ func (r *runner) fillNote(sb metadata.Sandbox, n lazy.Note) {
 		slog.Warn("lazy restore: data unavailable", "sandbox", sb.Name, "err", n.Err)
 	case lazy.NoteAvailable:
 		what = fmt.Sprintf("the checkpoint's data can be fetched again (filled %s of %s)", lazy.FormatBytes(n.Done), lazy.FormatBytes(n.Total))
+	case lazy.NotePrefetched:
+		what = fmt.Sprintf("the %d files it read first at its last boot are in (filled %s of %s)", n.Files, lazy.FormatBytes(n.Done), lazy.FormatBytes(n.Total))
 	case lazy.NoteComplete:
 		what = fmt.Sprintf("complete: %s filled", lazy.FormatBytes(n.Total))
 		slog.Info("lazy restore: fill complete", "sandbox", sb.Name, "bytes", n.Total)

@@ -297,6 +297,11 @@ func TestLazyRestoreFetchesTheBootReadsFirst(t *testing.T) {
 	if !strings.Contains(d.logText(), "fetching first the files its sandbox read first") {
 		t.Error("cairnd's log does not say that the fill follows a recorded order")
 	}
+	events := d.mustCLI("events", "r")
+	pre, done := strings.Index(events, "read first at its last boot are in"), strings.Index(events, "complete:")
+	if pre < 0 || done < 0 || pre > done {
+		t.Errorf("events of r: want the prefetched files' arrival before the fill's end:\n%s", events)
+	}
 }
 
 // A fork of an off-site-only checkpoint makes lazy copies, each with its
