@@ -79,11 +79,11 @@ type fillRun struct {
 	// prefetched: NotePrefetched was sent (or there is nothing to
 	// prefetch).
 	prefetched bool
-	mu     sync.Mutex // guards sent and w
-	sent   []bool     // handed to lazyfs (durable or about to be)
-	w      *bufio.Writer
-	conn   net.Conn
-	failed bool // the last fetch failed (NoteUnavailable sent)
+	mu         sync.Mutex // guards sent and w
+	sent       []bool     // handed to lazyfs (durable or about to be)
+	w          *bufio.Writer
+	conn       net.Conn
+	failed     bool // the last fetch failed (NoteUnavailable sent)
 }
 
 // Run fills until every chunk is durably in (it returns nil) or ctx

@@ -41,9 +41,9 @@ type Plan struct {
 	// Prefetch is how many of Files, from the first, are there because the
 	// checkpoint's sandbox read them first at its last boot (the fill
 	// goes in Files' order; docs/lazy-restore.md).
-	Prefetch int `json:"prefetch,omitempty"`
-	Bytes     int64  `json:"bytes"` // the data to fill: the sum of the chunks' lengths
-	Files     []File `json:"files"`
+	Prefetch int    `json:"prefetch,omitempty"`
+	Bytes    int64  `json:"bytes"` // the data to fill: the sum of the chunks' lengths
+	Files    []File `json:"files"`
 
 	slots []slot // every chunk of every file, in order; built by index
 }
