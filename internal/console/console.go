@@ -45,6 +45,66 @@ type Console struct {
 	authn    Authenticator
 	sessions *sessions
 	logins   *loginLimit
+	// self and forward: with several hosts, a session id begins with the
+	// id of the host that opened it, and a request with the cookie of a
+	// session another host opened is forwarded to that host (see
+	// SetHosts); "" and nil with one.
+	self    string
+	forward Forward
+}
+
+// Forward serves r on the host with id hostID, or calls fail with why it
+// cannot before anything is written (hosts.Forwarder.Forward).
+type Forward func(w http.ResponseWriter, r *http.Request, hostID string, fail func(error))
+
+// SetHosts makes the console one of several hosts' (docs/several-hosts.md):
+// the sessions it opens are named after host self, and a request that
+// carries the cookie of a session another host opened is served there,
+// through forward (which answers an error itself, the host down
+// included). Call it before serving.
+func (c *Console) SetHosts(self string, forward Forward) {
+	c.self, c.forward = self, forward
+	c.sessions.prefix = self
+}
+
+// elsewhere serves r on the host that opened its session when that is
+// another host, and reports whether it did.
+func (c *Console) elsewhere(w http.ResponseWriter, r *http.Request) bool {
+	if c.forward == nil {
+		return false
+	}
+	ck, err := r.Cookie(CookieName)
+	if err != nil {
+		return false
+	}
+	host, _, ok := strings.Cut(ck.Value, ".")
+	if !ok || host == "" || host == c.self || !validHostID(host) {
+		return false
+	}
+	if _, local := c.sessions.peek(ck.Value); local {
+		return false
+	}
+	c.forward(w, r, host, func(err error) {
+		// That host is gone or down: so is the session it held.
+		setCookie(w, "")
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthenticated,
+			"the console session was opened on another host, which cannot be reached now ("+err.Error()+"): log in again")
+	})
+	return true
+}
+
+// validHostID reports whether s can be a host id as a cookie carries it
+// (the registry then says whether such a host exists).
+func validHostID(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, b := range []byte(s) {
+		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '-' || b == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // New returns a console whose logins are checked by authn.
@@ -84,10 +144,19 @@ func (c *Console) Handler(apiHandler http.Handler) http.Handler {
 		files.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("POST /console/session", c.login)
-	mux.HandleFunc("GET /console/session", c.current)
-	mux.HandleFunc("DELETE /console/session", c.logout)
-	mux.Handle("GET /console/terminal/{name}", c.terminal(apiHandler))
+	mux.Handle("GET /console/session", c.onItsHost(http.HandlerFunc(c.current)))
+	mux.Handle("DELETE /console/session", c.onItsHost(http.HandlerFunc(c.logout)))
+	mux.Handle("GET /console/terminal/{name}", c.onItsHost(c.terminal(apiHandler)))
 	return headers(mux)
+}
+
+// onItsHost serves a request about a session on the host that opened it.
+func (c *Console) onItsHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !c.elsewhere(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // headers adds what every page answer carries: a strict content security
@@ -262,6 +331,9 @@ func (c *Console) Wrap(next http.Handler) http.Handler {
 		}
 		if _, err := r.Cookie(CookieName); err != nil {
 			next.ServeHTTP(w, r) // no credential at all: the API's own A01
+			return
+		}
+		if c.elsewhere(w, r) {
 			return
 		}
 		_, se, ok := c.session(w, r)

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,11 +32,13 @@ type fixture struct {
 	toks tokens
 	now  time.Time
 	h    http.Handler
+	c    *Console
 }
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, toks: tokens{"cairn_a": {Account: "alice", Role: auth.RoleMember, TokenName: "laptop"}}, now: time.Unix(1_800_000_000, 0)}
 	c := New(f.toks, func() time.Time { return f.now })
+	f.c = c
 	apiH := c.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if _, ok := f.toks[tok]; !ok {
@@ -232,5 +235,56 @@ func TestNoDirectoryListings(t *testing.T) {
 		if w := f.do("GET", p, "", "", ""); w.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d", p, w.Code)
 		}
+	}
+}
+
+// With several hosts, a session lives on the host that opened it: its
+// cookie names that host, and another host forwards what carries it
+// there (pages, API calls and changes with the CSRF token alike). A host
+// that cannot be reached ends the session with a clear A01.
+func TestSessionsOfAnotherHostAreForwarded(t *testing.T) {
+	a, b := newFixture(t), newFixture(t)
+	var forwarded []string
+	forward := func(w http.ResponseWriter, r *http.Request, host string, fail func(error)) {
+		forwarded = append(forwarded, host+" "+r.Method+" "+r.URL.Path)
+		if host != "a" {
+			fail(errors.New("host " + host + " is not registered"))
+			return
+		}
+		a.h.ServeHTTP(w, r)
+	}
+	a.c.SetHosts("a", forward)
+	b.c.SetHosts("b", forward)
+	cookie, csrf := a.login()
+	if !strings.HasPrefix(cookie, "a.") {
+		t.Fatalf("a's session id %q does not name host a", cookie)
+	}
+	if w := b.do("GET", "/console/session", cookie, "", ""); w.Code != 200 {
+		t.Fatalf("a's session asked on b: %d %s", w.Code, w.Body)
+	}
+	if w := b.do("GET", "/v1/sandboxes", cookie, "", ""); w.Code != 200 || w.Body.String() != "cairn_a" {
+		t.Fatalf("an API call with a's session on b: %d %s", w.Code, w.Body)
+	}
+	if w := b.do("DELETE", "/console/session", cookie, csrf, ""); w.Code != http.StatusNoContent {
+		t.Fatalf("logout through b: %d %s", w.Code, w.Body)
+	}
+	if w := a.do("GET", "/console/session", cookie, "", ""); w.Code != 401 {
+		t.Fatalf("a's session after the logout through b: %d", w.Code)
+	}
+	if len(forwarded) != 3 {
+		t.Errorf("forwarded %q, want the three requests", forwarded)
+	}
+	// b's own, ended sessions are not forwarded; an unreachable host's
+	// session ends.
+	forwarded = nil
+	if w := b.do("GET", "/console/session", "b.gone", "", ""); w.Code != 401 || len(forwarded) != 0 {
+		t.Fatalf("an unknown session of b itself: %d, forwarded %q", w.Code, forwarded)
+	}
+	w := b.do("GET", "/v1/sandboxes", "zz.x", "", "")
+	if w.Code != 401 || code(w) != api.CodeUnauthenticated || !strings.Contains(w.Body.String(), "log in again") {
+		t.Fatalf("a session of an unreachable host: %d %s", w.Code, w.Body)
+	}
+	if w := b.do("GET", "/console/session", "../../x.y", "", ""); w.Code != 401 || len(forwarded) != 1 {
+		t.Fatalf("a cookie naming no host id: %d, forwarded %q", w.Code, forwarded)
 	}
 }

@@ -37,6 +37,9 @@ type sessions struct {
 	mu  sync.Mutex
 	m   map[[32]byte]*session
 	now func() time.Time
+	// prefix names this host in the ids it gives ("HOST." before the
+	// random part); "" with one host.
+	prefix string
 }
 
 func newSessions(now func() time.Time) *sessions {
@@ -56,6 +59,9 @@ func key(id string) [32]byte { return sha256.Sum256([]byte(id)) }
 func (s *sessions) open(token string) (id string, se session) {
 	now := s.now()
 	id = random(32)
+	if s.prefix != "" {
+		id = s.prefix + "." + id
+	}
 	se = session{token: token, csrf: random(32), created: now, seen: now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,6 +99,18 @@ func (s *sessions) get(id string) (session, bool) {
 		return session{}, false
 	}
 	se.seen = now
+	return *se, true
+}
+
+// peek reports whether id is an open session here, without marking it
+// used.
+func (s *sessions) peek(id string) (session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se, ok := s.m[key(id)]
+	if !ok {
+		return session{}, false
+	}
 	return *se, true
 }
 

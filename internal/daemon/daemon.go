@@ -364,11 +364,12 @@ func Run(ctx context.Context, cfg Config) error {
 				slog.Info("build steps of a deleted account dropped from the cache", "account", acct.Name, "entries", n)
 			}
 		}}})
+	forwarder := hosts.NewForwarder(registry, store, images.Builtin)
 	srv = server.New(server.Deps{
 		Sandboxes: mgr, Rewinds: mgr, Processes: mgr, Files: sandboxFiles{mgr}, Views: cat, Checkpoints: cat, Accounts: cat, Scope: cat, Access: accessSvc, Audit: accessSvc,
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
 			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
-		Requests: obs, Fingerprint: fingerprint, Hosts: hosts.NewForwarder(registry, store, images.Builtin),
+		Requests: obs, Fingerprint: fingerprint, Hosts: forwarder,
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
@@ -417,7 +418,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var remoteSrv *http.Server
 	if remote != nil {
-		remoteSrv = remote.serve(remoteHandler(srv, accessSvc, obs.Handler()))
+		remoteSrv = remote.serve(remoteHandler(srv, accessSvc, obs.Handler(), registry.Self().ID, forwarder))
 		go remote.keepRenewed(opsCtx)
 		slog.Info("API listener ready", "address", info.Listen, "tls_fingerprint", remote.fingerprint(), "self_signed", remote.selfSigned)
 	}

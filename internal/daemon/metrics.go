@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/console"
+	"github.com/cairn-sandbox/cairn/internal/hosts"
 	"github.com/cairn-sandbox/cairn/internal/metrics"
 	"github.com/cairn-sandbox/cairn/internal/offsite"
 	"github.com/cairn-sandbox/cairn/internal/sandbox"
@@ -52,8 +53,17 @@ func socketHandler(api, metrics http.Handler) http.Handler {
 // remoteHandler serves the API to tokens (and to the web console's
 // sessions) on the TCP listener, MetricsPath to admin tokens alone, and
 // the console's pages at / and /console/.
-func remoteHandler(srv *server.Server, authn server.Authenticator, metrics http.Handler) http.Handler {
+//
+// With several hosts, a console session lives on the host that opened it;
+// a request with its cookie that reaches another host is forwarded there
+// (console.SetHosts).
+func remoteHandler(srv *server.Server, authn server.Authenticator, metrics http.Handler, self string, fwd *hosts.Forwarder) http.Handler {
 	con := console.New(authn, time.Now)
+	if fwd != nil {
+		con.SetHosts(self, func(w http.ResponseWriter, r *http.Request, host string, fail func(error)) {
+			fwd.Forward(w, r, host, api.CallerToken, fail)
+		})
+	}
 	apiHandler := con.Wrap(srv.RemoteHandler(authn, nil))
 	pages := con.Handler(apiHandler)
 	mux := http.NewServeMux()

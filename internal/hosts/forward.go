@@ -242,7 +242,10 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, hostID, call
 	self := f.reg.Self()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "https", h.APIAddress, h.APIAddress
+			// Dialled at the host's address, pinned to its certificate;
+			// the Host header stays the one the client addressed, which a
+			// console page's Origin is checked against there.
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "https", h.APIAddress, pr.In.Host
 			pr.Out.Header.Del(api.PeerHeader)
 			pr.Out.Header.Del(api.CallerHeader)
 			pr.Out.Header.Set(api.PeerHeader, self.ID+" "+f.reg.PeerKey())
