@@ -281,6 +281,9 @@ func TestLazyRestoreFetchesTheBootReadsFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		if whole(have, f6) {
+			for i := 0; i < plan.Prefetch; i++ {
+				t.Logf("prefetched %s: whole %v", plan.Files[i].Path, whole(have, i))
+			}
 			if whole(have, f0) {
 				t.Fatal("f0 was whole as soon as f6 was: the recorded order did not lead the fill")
 			}
