@@ -32,11 +32,17 @@ var (
 const (
 	lazyPort = 8080
 	// lazyBootReads is the source cairnd's --boot-reads: short, so that
-	// the order of the source's boot is written soon after it.
-	lazyBootReads = 5 * time.Second
+	// the order of the source's boot is written soon after it, and long
+	// enough for its service to start on a loaded machine.
+	lazyBootReads = 15 * time.Second
 	lazySource    = "src"
-	// lazyService reads every file of the application, then answers.
-	lazyService = `{"name":"web","cmd":["sh","-c","cat /srv/zzapp/lib/* > /dev/null && exec httpd -f -p 127.0.0.1:8080 -h /srv/zzapp/www"],"restart":"always"}`
+	// lazyService reads every file of the application, then answers. At
+	// the source's recorded boot only (lazySourceMark exists there, not in
+	// the checkpoints) it waits first: cairnd starts recording a boot's
+	// reads once the sandbox has started, which is after cairn-init has
+	// started its services, and would miss their first reads.
+	lazyService = `{"name":"web","cmd":["sh","-c","[ -e /etc/cairn-bench-source ] && sleep 3; cat /srv/zzapp/lib/* > /dev/null && exec httpd -f -p 127.0.0.1:8080 -h /srv/zzapp/www"],"restart":"always"}`
+	lazySourceMark = "/etc/cairn-bench-source"
 )
 
 // lazyEnv is the group's temp dir, S3 servers and cairnd.
@@ -124,7 +130,7 @@ func benchLazy(ctx context.Context, e *env) (err error) {
 	fmt.Println("   local tier keep_newest 1: the checkpoints measured are `off-site only`; restic has a versitygw of its own;")
 	fmt.Printf("   the service, started at boot, runs `cat %s/lib/* > /dev/null` and then busybox httpd; \"answers\" is the\n", lazyAppDir)
 	fmt.Println("   first `cairn exec NEW -- wget -q -O- http://127.0.0.1:8080/` (polled back to back) that returns the page;")
-	fmt.Println("   with prefetch: the checkpoint uploaded with the source's boot reads (--boot-reads 5s); without: a")
+	fmt.Println("   with prefetch: the checkpoint uploaded with the source's boot reads (--boot-reads 15s); without: a")
 	fmt.Println("   checkpoint of the same tree, uploaded once access-order.json was deleted (same chunks, same packs);")
 	fmt.Println("   page cache warm for both tools (the S3 servers' files were just written); sync before each restore)")
 	fmt.Println()
@@ -202,7 +208,7 @@ func (l *lazyEnv) prepare(ctx context.Context, size int64) error {
 		return fmt.Errorf("tar -x exited %d: %s", st.Code, trimOut(stderr.Bytes()))
 	}
 	def := strings.ReplaceAll(lazyService, `"`, `\"`)
-	if _, err := execSh(ctx, c, lazySource, `mkdir -p /etc/cairn/services && printf '%s\n' "`+def+`" > /etc/cairn/services/web.json && sync`); err != nil {
+	if _, err := execSh(ctx, c, lazySource, `mkdir -p /etc/cairn/services && printf '%s\n' "`+def+`" > /etc/cairn/services/web.json && touch `+lazySourceMark+` && sync`); err != nil {
 		return err
 	}
 	// The boot that wrote the tree has it in gVisor's memory; a new boot
@@ -226,12 +232,16 @@ func (l *lazyEnv) prepare(ctx context.Context, size int64) error {
 	}
 	orderPath := accessorder.PathFor(l.d.dataDir, l.srcID)
 	for deadline := time.Now().Add(lazyBootReads + time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if o, err := accessorder.Load(orderPath); err == nil && slices.Contains(o.Files, "srv/zzapp/lib/mod-000.bin") {
+		o, err := accessorder.Load(orderPath)
+		if err == nil && slices.Contains(o.Files, "srv/zzapp/lib/mod-000.bin") {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no boot order naming the application at %s", orderPath)
+			return fmt.Errorf("no boot order naming the application at %s (%d files: %.200q; %v)", orderPath, len(o.Files), o.Files, err)
 		}
+	}
+	if _, err := execSh(ctx, c, lazySource, "rm "+lazySourceMark+" && sync"); err != nil {
+		return err
 	}
 	ck, err := l.checkpoint(ctx)
 	if err != nil {
