@@ -41,7 +41,7 @@ const (
 	// the checkpoints) it waits first: cairnd starts recording a boot's
 	// reads once the sandbox has started, which is after cairn-init has
 	// started its services, and would miss their first reads.
-	lazyService = `{"name":"web","cmd":["sh","-c","[ -e /etc/cairn-bench-source ] && sleep 3; cat /srv/zzapp/lib/* > /dev/null && exec httpd -f -p 127.0.0.1:8080 -h /srv/zzapp/www"],"restart":"always"}`
+	lazyService    = `{"name":"web","cmd":["sh","-c","[ -e /etc/cairn-bench-source ] && sleep 3; cat /srv/zzapp/lib/* > /dev/null && exec httpd -f -p 127.0.0.1:8080 -h /srv/zzapp/www"],"restart":"always"}`
 	lazySourceMark = "/etc/cairn-bench-source"
 )
 
@@ -70,6 +70,7 @@ type lazyRun struct {
 	fill      time.Duration // every byte is in (lazy only)
 	filledPct float64       // of the data in when exec true answered
 	ordered   bool          // cairnd logged that the fill follows a recorded order
+	fetched   int64         // bytes the S3 servers sent, until the end of the fill
 }
 
 // benchLazy measures issue 20: a lazy restore of an off-site-only
@@ -135,13 +136,24 @@ func benchLazy(ctx context.Context, e *env) (err error) {
 	fmt.Println("   page cache warm for both tools (the S3 servers' files were just written); sync before each restore)")
 	fmt.Println()
 
-	var withPF, noPF, whole []lazyRun
-	var resticRestore []time.Duration
+	var withPF, noPF, whole, resticRestore []lazyRun
 	for i := range rounds {
 		lazySteps := []func() error{
-			func() error { r, err := l.lazyRestore(ctx, l.withPF, fmt.Sprintf("pf%d", i)); withPF = append(withPF, r); return err },
-			func() error { r, err := l.lazyRestore(ctx, l.noPF, fmt.Sprintf("nopf%d", i)); noPF = append(noPF, r); return err },
-			func() error { r, err := l.wholeRestore(ctx, fmt.Sprintf("whole%d", i)); whole = append(whole, r); return err },
+			func() error {
+				r, err := l.lazyRestore(ctx, l.withPF, fmt.Sprintf("pf%d", i))
+				withPF = append(withPF, r)
+				return err
+			},
+			func() error {
+				r, err := l.lazyRestore(ctx, l.noPF, fmt.Sprintf("nopf%d", i))
+				noPF = append(noPF, r)
+				return err
+			},
+			func() error {
+				r, err := l.wholeRestore(ctx, fmt.Sprintf("whole%d", i))
+				whole = append(whole, r)
+				return err
+			},
 			func() error {
 				d, err := l.resticRestore(ctx, i)
 				resticRestore = append(resticRestore, d)
@@ -321,12 +333,23 @@ func (l *lazyEnv) waitOffsite(ctx context.Context, id string, ok func(api.Checkp
 	}
 }
 
+// received is what cairnd's S3 servers have sent so far.
+func (l *lazyEnv) received() int64 {
+	var n int64
+	for _, s := range l.s3 {
+		_, down := s.proxy.sent()
+		n += down
+	}
+	return n
+}
+
 // lazyRestore restores checkpoint id lazily as name, times it, and deletes
 // the sandbox again.
 func (l *lazyEnv) lazyRestore(ctx context.Context, id, name string) (r lazyRun, err error) {
 	c := l.c
 	syscall.Sync()
 	logOff := l.d.logSize()
+	recv0 := l.received()
 	t0 := time.Now()
 	op, err := c.RestoreCheckpoint(ctx, lazySource, id, api.RestoreRequest{As: name, Lazy: true})
 	if err != nil {
@@ -374,6 +397,7 @@ func (l *lazyEnv) lazyRestore(ctx context.Context, id, name string) (r lazyRun, 
 		return r, ctx.Err()
 	}
 	r.ordered = strings.Contains(l.d.logSince(logOff), "fetching first the files its sandbox read first")
+	r.fetched = l.received() - recv0
 	return r, nil
 }
 
@@ -382,6 +406,7 @@ func (l *lazyEnv) lazyRestore(ctx context.Context, id, name string) (r lazyRun, 
 func (l *lazyEnv) wholeRestore(ctx context.Context, name string) (r lazyRun, err error) {
 	c := l.c
 	syscall.Sync()
+	recv0 := l.received()
 	t0 := time.Now()
 	op, err := c.RestoreCheckpoint(ctx, lazySource, l.withPF, api.RestoreRequest{As: name, FromOffsite: true})
 	if err != nil {
@@ -396,6 +421,7 @@ func (l *lazyEnv) wholeRestore(ctx context.Context, name string) (r lazyRun, err
 		return r, err
 	}
 	r.running = time.Since(t0)
+	r.fetched = l.received() - recv0
 	if r.exec, err = firstExec(ctx, c, name, t0); err != nil {
 		return r, err
 	}
@@ -496,20 +522,22 @@ func (l *lazyEnv) resticBackup(ctx context.Context) error {
 
 // resticRestore times `restic restore` of the tree into a new directory
 // of the pool (the same file system cairn restores into), then removes it.
-func (l *lazyEnv) resticRestore(ctx context.Context, round int) (time.Duration, error) {
+func (l *lazyEnv) resticRestore(ctx context.Context, round int) (lazyRun, error) {
 	target := filepath.Join(l.pool, "tmp", fmt.Sprintf("lazy-restic-%d", round))
 	defer os.RemoveAll(target)
 	r := l.resticRepo()
 	syscall.Sync()
+	_, down0 := l.restic.proxy.sent()
 	t0 := time.Now()
 	if _, err := r.run(ctx, "restore", "latest", "--host", "bench", "--target", target); err != nil {
-		return 0, err
+		return lazyRun{}, err
 	}
-	d := time.Since(t0)
+	_, down1 := l.restic.proxy.sent()
+	d := lazyRun{running: time.Since(t0), fetched: down1 - down0}
 	// Its files are checked: the restore wrote the application's page.
 	page, err := os.ReadFile(filepath.Join(target, l.resticSrc, "srv/zzapp/www/index.html"))
 	if err != nil || string(page) != lazyPage {
-		return 0, fmt.Errorf("restic restore: the tree's page: %q, %v", page, err)
+		return lazyRun{}, fmt.Errorf("restic restore: the tree's page: %q, %v", page, err)
 	}
 	return d, nil
 }
@@ -545,7 +573,7 @@ func (l *lazyEnv) close(ctx context.Context) error {
 
 // --- report ---
 
-func reportLazy(total int64, withPF, noPF, whole []lazyRun, restic []time.Duration) {
+func reportLazy(total int64, withPF, noPF, whole, restic []lazyRun) {
 	pick := func(rs []lazyRun, f func(lazyRun) time.Duration) []time.Duration {
 		var ds []time.Duration
 		for _, r := range rs {
@@ -595,16 +623,27 @@ func reportLazy(total int64, withPF, noPF, whole []lazyRun, restic []time.Durati
 	printSeries(series{"lazy, without prefetch", pick(noPF, fill)})
 	f50 := p50(pick(all, fill))
 	fmt.Printf("  %s in %s: %.0f MiB/s (p50)\n", mib(total), round(f50), float64(total)/(1<<20)/f50.Seconds())
+	fmt.Printf("  fetched from the S3 servers until the fill's end (p50): with prefetch %s (%.2f× the data), without %s (%.2f×)\n",
+		mib(medianFetched(withPF)), ratio(medianFetched(withPF), total), mib(medianFetched(noPF)), ratio(medianFetched(noPF), total))
 	fmt.Println()
 
 	compare("whole restore until the sandbox runs, against `restic restore` of the same tree (its own versitygw)",
-		series{"restic restore (floor)", restic},
+		series{"restic restore (floor)", pick(restic, running)},
 		series{"cairn, whole restore (restore as new from off-site)", pick(whole, running)})
-	c50, r50 := p50(pick(whole, running)), p50(restic)
+	c50, r50 := p50(pick(whole, running)), p50(pick(restic, running))
+	fmt.Printf("  fetched (p50): cairn %s, restic %s\n", mib(medianFetched(whole)), mib(medianFetched(restic)))
 	fmt.Printf("  %s: cairn %.0f MiB/s, restic %.0f MiB/s (p50, data only)\n", mib(total),
 		float64(total)/(1<<20)/c50.Seconds(), float64(total)/(1<<20)/r50.Seconds())
 	goal(c50 <= r50, "whole restore at least as fast as restic restore (cairn %s, restic %s: %.2f×)", round(c50), round(r50), float64(c50)/float64(r50))
 	fmt.Println()
+}
+
+func medianFetched(rs []lazyRun) int64 {
+	var ds []time.Duration
+	for _, r := range rs {
+		ds = append(ds, time.Duration(r.fetched))
+	}
+	return int64(p50(ds))
 }
 
 func p90(ds []time.Duration) time.Duration {
