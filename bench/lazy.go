@@ -347,6 +347,9 @@ func (l *lazyEnv) received() int64 {
 // the sandbox again.
 func (l *lazyEnv) lazyRestore(ctx context.Context, id, name string) (r lazyRun, err error) {
 	c := l.c
+	if err := l.quiet(ctx); err != nil {
+		return r, err
+	}
 	syscall.Sync()
 	logOff := l.d.logSize()
 	recv0 := l.received()
@@ -405,6 +408,9 @@ func (l *lazyEnv) lazyRestore(ctx context.Context, id, name string) (r lazyRun, 
 // is gone: from off-site) as name, times it, and deletes the sandbox.
 func (l *lazyEnv) wholeRestore(ctx context.Context, name string) (r lazyRun, err error) {
 	c := l.c
+	if err := l.quiet(ctx); err != nil {
+		return r, err
+	}
 	syscall.Sync()
 	recv0 := l.received()
 	t0 := time.Now()
@@ -430,22 +436,86 @@ func (l *lazyEnv) wholeRestore(ctx context.Context, name string) (r lazyRun, err
 	return r, err
 }
 
-// remove deletes sandbox name and waits until btrfs has reclaimed its
-// root, so that the cleaner does not run in the next measurement.
+// remove deletes sandbox name and the checkpoints cairnd keeps of it
+// (the final one a delete takes, which would be uploaded during the next
+// measurements and hold its data in the pool), and waits until btrfs has
+// reclaimed them, so that the cleaner does not run in the next
+// measurement either.
 func (l *lazyEnv) remove(ctx context.Context, name string) error {
-	sb, err := l.c.Sandbox(ctx, name)
-	if err != nil {
-		return err
-	}
-	root := filepath.Join(l.pool, "sandboxes", sb.ID)
-	id, idErr := subvolumeID(ctx, root)
 	if err := deleteSandbox(ctx, l.c, name); err != nil {
 		return err
 	}
-	if idErr != nil {
-		return nil
+	cks, err := l.c.Snapshots(ctx)
+	if err != nil {
+		return err
 	}
-	return waitCleaned(ctx, l.pool, id)
+	for _, ck := range cks {
+		if ck.Sandbox != name || !ck.SandboxDeleted {
+			continue
+		}
+		for try := 0; ; try++ {
+			_, err := l.c.DeleteSnapshot(ctx, ck.GlobalID)
+			if err == nil || client.CodeOf(err) == api.CodeNoCheckpoint {
+				break
+			}
+			if try == 50 || ctx.Err() != nil {
+				return fmt.Errorf("delete checkpoint %s of deleted sandbox %s: %w", ck.GlobalID, name, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return waitAllCleaned(ctx, l.pool)
+}
+
+// quiet waits until no upload is queued or running, so that none runs in
+// the measurement that follows.
+func (l *lazyEnv) quiet(ctx context.Context) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		cks, err := l.c.Snapshots(ctx)
+		if err != nil {
+			return err
+		}
+		busy := ""
+		for _, ck := range cks {
+			if ck.Offsite == api.OffsitePending || ck.Offsite == api.OffsiteUploading {
+				busy = ck.Sandbox + "/" + ck.ID
+			}
+		}
+		if busy == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the upload of %s still runs after 10 min", busy)
+		}
+		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// waitAllCleaned waits until btrfs' cleaner has dropped every deleted
+// subvolume of the pool (see waitCleaned).
+func waitAllCleaned(ctx context.Context, pool string) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		out, err := exec.CommandContext(ctx, "btrfs", "subvolume", "list", "-d", pool).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("btrfs subvolume list -d %s: %v: %s", pool, err, trimOut(out))
+		}
+		if strings.TrimSpace(string(out)) == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("deleted subvolumes of %s still not cleaned after 3 minutes: %s", pool, trimOut(out))
+		}
+		if err := btrfs(ctx, "filesystem", "sync", pool); err != nil {
+			return err
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // firstExec runs `exec true` in name until it answers; the time since t0.
