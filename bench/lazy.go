@@ -133,6 +133,8 @@ func benchLazy(ctx context.Context, e *env) (err error) {
 	fmt.Println("   first `cairn exec NEW -- wget -q -O- http://127.0.0.1:8080/` (polled back to back) that returns the page;")
 	fmt.Println("   with prefetch: the checkpoint uploaded with the source's boot reads (--boot-reads 15s); without: a")
 	fmt.Println("   checkpoint of the same tree, uploaded once access-order.json was deleted (same chunks, same packs);")
+	fmt.Println("   at the recorded boot only, the service waits 3 s before it reads: cairnd records from the sandbox's start,")
+	fmt.Println("   after cairn-init started its services; each restored sandbox and its final checkpoint are deleted after it;")
 	fmt.Println("   page cache warm for both tools (the S3 servers' files were just written); sync before each restore)")
 	fmt.Println()
 
