@@ -34,9 +34,21 @@ type benchDaemon struct {
 	internet *testnet.Internet
 }
 
+// noOffsiteConfig is the bench daemon's config file: off-site uploads off,
+// since they would compete for the 2 cores with what is measured (the
+// offsite group measures the repository by itself, the lazy group starts
+// a cairnd of its own with uploads on).
+const noOffsiteConfig = `{"accounts":{"default":{"offsite":{"disabled":true}}}}`
+
 // startDaemon starts a cairnd for the bench; extra are more flags for it
 // (the postgres group's --database, the hosts group's --host-name).
 func startDaemon(ctx context.Context, binDir, runscPath string, extra ...string) (*benchDaemon, error) {
+	return startDaemonWith(ctx, binDir, runscPath, noOffsiteConfig, extra...)
+}
+
+// startDaemonWith starts a cairnd for the bench with config as its config
+// file; a flag in extra given twice (--pool-size) wins over the default.
+func startDaemonWith(ctx context.Context, binDir, runscPath, config string, extra ...string) (*benchDaemon, error) {
 	dir, err := os.MkdirTemp("", "cairn-bench-")
 	if err != nil {
 		return nil, err
@@ -49,10 +61,8 @@ func startDaemon(ctx context.Context, binDir, runscPath string, extra ...string)
 		return nil, err
 	}
 	defer logf.Close()
-	// Off-site uploads off: they would compete for the 2 cores with what
-	// is measured; the offsite group measures the repository by itself.
-	config := filepath.Join(dir, "cairnd.json")
-	if err := os.WriteFile(config, []byte(`{"accounts":{"default":{"offsite":{"disabled":true}}}}`), 0o600); err != nil {
+	configPath := filepath.Join(dir, "cairnd.json")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -60,7 +70,7 @@ func startDaemon(ctx context.Context, binDir, runscPath string, extra ...string)
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", config,
+	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", configPath,
 		"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream, "--proxy-listen", "127.0.0.1:0",
 		"--listen", "127.0.0.1:0")
 	d.cmd.Args = append(d.cmd.Args, extra...)

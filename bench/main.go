@@ -26,6 +26,12 @@
 //     against `cairn exec -i … cat` and against the host's own disk;
 //   - wake (wake.go): an exec on a sandbox asleep (--idle, 256 MiB in
 //     memory) until it answers, against resuming its session by hand;
+//   - lazy (lazy*.go): a lazy restore of an off-site-only checkpoint of a
+//     mixed tree (1 GiB, -lazy-gib N) until the first exec answers, until a
+//     web service in it answers with prefetch in access order against
+//     without, until the whole fill; a whole restore of it against `restic
+//     restore` of the same tree (its own cairnd with two versitygw
+//     locations, and a versitygw for restic);
 //   - postgres (postgres.go): disk checkpoint create on a second cairnd
 //     whose metadata is in PostgreSQL against the bench's own on SQLite,
 //     and the statements a checkpoint costs there.
@@ -72,6 +78,7 @@ var groups = []group{
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
 	{"files", "Files API write and read of 1 GiB vs. exec -i cat and the host's own disk", benchFiles},
 	{"wake", "exec on a sandbox asleep (256 MiB, --idle) vs. cairn start of its saved session by hand", benchWake},
+	{"lazy", "lazy restore of an off-site-only checkpoint (1 GiB, -lazy-gib): first exec, a web service with vs. without prefetch, whole fill; whole restore vs. restic restore", benchLazy},
 	{"postgres", "disk checkpoint create with the metadata in PostgreSQL vs. SQLite, statements per checkpoint", benchPostgres},
 }
 
