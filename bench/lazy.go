@@ -356,7 +356,7 @@ func (l *lazyEnv) lazyRestore(ctx context.Context, id, name string) (r lazyRun, 
 	logOff := l.d.logSize()
 	recv0 := l.received()
 	t0 := time.Now()
-	op, err := c.RestoreCheckpoint(ctx, lazySource, id, api.RestoreRequest{As: name, Lazy: true})
+	op, err := c.RestoreCheckpoint(ctx, lazySource, id, api.RestoreRequest{As: name})
 	if err != nil {
 		return r, err
 	}
@@ -416,7 +416,7 @@ func (l *lazyEnv) wholeRestore(ctx context.Context, name string) (r lazyRun, err
 	syscall.Sync()
 	recv0 := l.received()
 	t0 := time.Now()
-	op, err := c.RestoreCheckpoint(ctx, lazySource, l.withPF, api.RestoreRequest{As: name, FromOffsite: true})
+	op, err := c.RestoreCheckpoint(ctx, lazySource, l.withPF, api.RestoreRequest{As: name, FromOffsite: true, Whole: true})
 	if err != nil {
 		return r, err
 	}
