@@ -268,6 +268,10 @@ func (r *Recording) Done() bool {
 // Ended is closed when the recording ends.
 func (r *Recording) Ended() <-chan struct{} { return r.ended }
 
+// Cancel ends the recording without naming what it saw (the boot it was
+// for failed).
+func (r *Recording) Cancel() { r.end() }
+
 // Order is what a recording found: the files of the root, relative to it,
 // in the order they were first read.
 type Order struct {

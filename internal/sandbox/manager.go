@@ -191,10 +191,8 @@ func NewManager(cfg Config) (*Manager, error) {
 	m.run.died = m.sandboxDied
 	m.run.started = func(sb metadata.Sandbox, resumed bool) {
 		m.rearm(context.Background(), sb)
-		if !resumed {
-			m.recordReads(sb)
-		}
 	}
+	m.run.booting = m.recordReads
 	m.run.oomKilled = m.recordOOMKill
 	return m, nil
 }

@@ -45,9 +45,12 @@ type runner struct {
 	oomKilled func(sb metadata.Sandbox, kill api.OOMKill)
 	// started is told of each container started (every start, restart,
 	// restore and wake), and whether it resumed from a memory image: the
-	// sandbox's timeout counts from there, and a boot's reads are
-	// recorded (access.go).
+	// sandbox's timeout counts from there.
 	started func(sb metadata.Sandbox, resumed bool)
+	// booting is told of each container about to boot (not a resume from
+	// memory), before it starts; discard is called if the start fails
+	// (access.go records a boot's reads).
+	booting func(sb metadata.Sandbox) (discard func())
 	// fills are the lazy restores' fills (lazy.go).
 	fills fills
 }
@@ -177,6 +180,9 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 			return r.cfg.Runtime.Restore(ctx, spec, memImage)
 		}
 		return r.cfg.Runtime.Start(ctx, spec)
+	}
+	if memImage == "" && r.booting != nil {
+		undo.Add(r.booting(sb))
 	}
 	t0 := time.Now()
 	pid, err := launch()
