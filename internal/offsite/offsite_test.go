@@ -458,7 +458,7 @@ func TestStatusDuringUpload(t *testing.T) {
 // character.
 func TestMetaAlwaysFits(t *testing.T) {
 	ck := metadata.Checkpoint{ID: "c1", SandboxID: "s1", SandboxName: "web", Seq: "v1", Trigger: metadata.TriggerManual,
-		Consistency: metadata.ConsistencyFrozen, Comment: strings.Repeat("é", 1<<20), Label: strings.Repeat("x", 1<<20), Name: strings.Repeat("n", 1<<16)}
+		Consistency: metadata.ConsistencyFrozen, Comment: strings.Repeat("é<", 1<<19), Label: strings.Repeat("x", 1<<20), Name: strings.Repeat("n", 1<<16)}
 	// And however many files its sandbox read at boot, with names that
 	// JSON escapes at six bytes a byte.
 	var order accessorder.Order

@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/repo"
+	"github.com/cairn-sandbox/cairn/internal/repo/manifest"
 )
 
 // What survives the host: every manifest carries, sealed with it, the
@@ -58,19 +59,28 @@ type remoteMeta struct {
 const (
 	metaCommentMax = 8 << 10
 	metaTextMax    = 1 << 10 // label, name, image, sandbox name
-	// metaOrderMax bounds the read order: the rest of the metadata
-	// takes at most about 14 KiB of manifest.MaxMeta's 64.
+	// metaOrderMax bounds the read order; it gets at most what the rest
+	// of the metadata leaves of manifest.MaxMeta.
 	metaOrderMax = 48 << 10
 )
 
 // metaOf is the manifest metadata of ck, with the order of its sandbox's
 // reads at boot.
 func metaOf(ck metadata.Checkpoint, order accessorder.Order) []byte {
-	b, _ := json.Marshal(remoteMeta{Format: metaFormat, ID: cut(ck.ID, 64), SandboxID: cut(ck.SandboxID, 64),
+	m := remoteMeta{Format: metaFormat, ID: cut(ck.ID, 64), SandboxID: cut(ck.SandboxID, 64),
 		SandboxName: cut(ck.SandboxName, metaTextMax), Seq: cut(ck.Seq, metaTextMax), Name: cut(ck.Name, metaTextMax),
 		Trigger: cut(ck.Trigger, 64), Consistency: cut(ck.Consistency, 64), Comment: cut(ck.Comment, metaCommentMax),
-		Label: cut(ck.Label, metaTextMax), Image: cut(ck.Image, metaTextMax), HasMemory: ck.HasMemory, Created: ck.CreatedAt,
-		ReadOrder: order.Clean().Capped(metaOrderMax).Files})
+		Label: cut(ck.Label, metaTextMax), Image: cut(ck.Image, metaTextMax), HasMemory: ck.HasMemory, Created: ck.CreatedAt}
+	b, _ := json.Marshal(m)
+	// The order takes what is left (JSON escapes can make the rest far
+	// longer than its text), less the field's own name.
+	room := min(metaOrderMax, manifest.MaxMeta-len(b)-len(`,"read_order":[]`))
+	if room <= 0 {
+		return b
+	}
+	if m.ReadOrder = order.Clean().Capped(room).Files; len(m.ReadOrder) > 0 {
+		b, _ = json.Marshal(m)
+	}
 	return b
 }
 
