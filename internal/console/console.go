@@ -348,6 +348,11 @@ func (c *Console) Wrap(next http.Handler) http.Handler {
 		r2.Header.Set("Authorization", "Bearer "+se.token)
 		r2.Header.Del("Cookie")
 		r2.Header.Del(CSRFHeader)
+		// Forwarded here by another host for this session: the session
+		// is the credential, not that host's proof, and the request goes
+		// on as any from this host would (to the sandbox's own host).
+		r2.Header.Del(api.PeerHeader)
+		r2.Header.Del(api.CallerHeader)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r2)
 		if sw.status == http.StatusUnauthorized {

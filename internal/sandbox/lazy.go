@@ -107,7 +107,7 @@ func (r *runner) hasLazyRoot(sb metadata.Sandbox) bool {
 		return true
 	}
 	slog.Warn("lazy restore: removing a lazy state laid out for a tree that is not the sandbox's root", "sandbox", sb.Name, "plan_subvolume", plan.Subvolume, "root", root)
-	logErr("remove stale lazy state", lazy.Remove(dir), "sandbox", sb.Name)
+	logErr("remove stale lazy state", r.dropLazy(sb.ID), "sandbox", sb.Name) // its fill too
 	return lazy.HasState(dir)
 }
 

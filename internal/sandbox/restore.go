@@ -232,6 +232,11 @@ func (m *Manager) restoreInPlace(ctx context.Context, op *operation.Op, sb metad
 		return err
 	}
 	undo.Success() // the new root is in place; from here on go forward
+	if !o.lazily {
+		// A lazy root the sandbox had went with the old root: its fill
+		// and state go now, not at a later start.
+		logErr("drop the replaced lazy root", m.run.dropLazy(sb.ID), "sandbox", sb.Name)
+	}
 	logErr("delete replaced root", m.cfg.Pool.Delete(context.WithoutCancel(ctx), staging), "sandbox", sb.Name)
 	if err := m.cfg.Store.SetCurrentCheckpoint(ctx, sb.ID, ck.ID); err != nil {
 		return err

@@ -13,12 +13,15 @@ import (
 // A console session opened on one host works through any other: its
 // pages, the API calls it makes and a change with its CSRF token reach
 // the host that holds it, and the page's origin is checked against the
-// host the browser addressed.
+// host the browser addressed. A call about a sandbox of a third host
+// goes on to that host: the session's host does not serve it itself.
 func TestHostsConsoleSessionOnAnyHost(t *testing.T) {
 	c := startCluster(t)
 	a := c.hosts[0]
 	tok := a.token("default", "browser", "admin")
 	a.create("web", "--network", "none")
+	a.mustCLI("create", "far", "--on", "b", "--network", "none")
+	a.sh("far", "echo on b > /f")
 	client := httpsClient()
 	call := func(host int, method, path, cookie, csrf, body string) (int, string) {
 		t.Helper()
@@ -64,6 +67,9 @@ func TestHostsConsoleSessionOnAnyHost(t *testing.T) {
 	}
 	if status, out := call(2, "GET", "/v1/sandboxes", cookie, "", ""); status != 200 || !strings.Contains(out, `"web"`) {
 		t.Fatalf("the sandbox list with a's session on c: %d %s", status, out)
+	}
+	if status, out := call(2, "GET", "/v1/sandboxes/far/files?path=/f", cookie, "", ""); status != 200 || out != "on b\n" {
+		t.Fatalf("a file of b's sandbox, with a's session, through c: %d %q", status, out)
 	}
 	// A change without the CSRF token is refused there as here.
 	if status, out := call(1, "POST", "/v1/sandboxes/web/stop", cookie, "", "{}"); status != http.StatusForbidden || !strings.Contains(out, api.CodeCSRF) {
