@@ -189,7 +189,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	ex := &exclusion{cfg: cfg}
 	m := &Manager{cfg: cfg, ex: ex, run: &runner{cfg: cfg, ex: ex}, restarts: map[string][]time.Time{}, lifeWake: make(chan struct{}, 1)}
 	m.run.died = m.sandboxDied
-	m.run.started = func(sb metadata.Sandbox, resumed bool) {
+	m.run.started = func(sb metadata.Sandbox) {
 		m.rearm(context.Background(), sb)
 	}
 	m.run.booting = m.recordReads

@@ -44,9 +44,8 @@ type runner struct {
 	died      func(sb metadata.Sandbox, inst *instance, reason string)
 	oomKilled func(sb metadata.Sandbox, kill api.OOMKill)
 	// started is told of each container started (every start, restart,
-	// restore and wake), and whether it resumed from a memory image: the
-	// sandbox's timeout counts from there.
-	started func(sb metadata.Sandbox, resumed bool)
+	// restore and wake): the sandbox's timeout counts from there.
+	started func(sb metadata.Sandbox)
 	// booting is told of each container about to boot (not a resume from
 	// memory), before it starts; discard is called if the start fails
 	// (access.go records a boot's reads).
@@ -232,7 +231,7 @@ func (r *runner) startContainer(ctx context.Context, sb metadata.Sandbox, memIma
 	undo.Success()
 	r.lazyStarted(sb.ID)
 	if r.started != nil {
-		r.started(sb, memImage != "")
+		r.started(sb)
 	}
 	return nil
 }
