@@ -146,6 +146,12 @@ type RestoreRequest struct {
 	// at once on the checkpoint's tree and the files' data is fetched as
 	// it is read, the rest in the background (docs/lazy-restore.md).
 	Whole bool `json:"whole,omitempty"`
+	// On restores the sandbox on that host, under its name and id, from
+	// the checkpoint's off-site copy: only while the sandbox's own host is
+	// down (an evacuation of one sandbox; docs/several-hosts.md). The
+	// checkpoint id "latest" is then its newest checkpoint with an
+	// off-site copy.
+	On string `json:"on,omitempty"`
 }
 
 // SnapshotRestoreRequest is the body of POST /v1/snapshots/{ref}/restore.

@@ -107,6 +107,7 @@ const (
 
 	CodeNoHost   = "H01" // no host with that name (--host)
 	CodeHostDown = "H02" // the host is down (its heartbeat stopped) or cannot be reached, or has no API address the others reach
+	CodeHostUp   = "H03" // the host is up (or is this one): only a host that is down is evacuated, only its sandboxes restored on another
 
 	CodeInternal = "X01" // an unexpected failure inside cairnd
 )

@@ -100,6 +100,9 @@ const (
 	// PhaseRepair: a damaged off-site location is repaired from another;
 	// counts and Locations as in PhaseVerify.
 	PhaseRepair = "repair"
+	// PhaseEvacuate: a sandbox of a host that is down is restored on this
+	// one (host.evacuate, or a restore with on); counts sandboxes.
+	PhaseEvacuate = "evacuate"
 	// PhaseDone: the work is done; the text says what was made and the
 	// complete event follows.
 	PhaseDone = "done"

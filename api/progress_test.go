@@ -43,7 +43,7 @@ func TestEventProgressWireForm(t *testing.T) {
 func TestPhasesAreDocumented(t *testing.T) {
 	phases := []string{PhaseImage, PhaseCreate, PhaseCheckpoint, PhaseQuiesce, PhaseSnapshot, PhaseMemory,
 		PhaseSafety, PhaseWait, PhaseStop, PhaseFetch, PhaseSwap, PhaseStart, PhaseResume, PhaseFork,
-		PhaseDelete, PhaseRevoke, PhaseOffsite, PhaseVerify, PhaseRepair, PhaseDone}
+		PhaseDelete, PhaseRevoke, PhaseOffsite, PhaseVerify, PhaseRepair, PhaseEvacuate, PhaseDone}
 	doc, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)

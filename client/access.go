@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strconv"
 
@@ -95,4 +96,23 @@ func (c *Client) Audit(ctx context.Context, since, target string, limit int) ([]
 func (c *Client) Hosts(ctx context.Context) ([]api.Host, error) {
 	var out []api.Host
 	return out, c.do(ctx, "GET", "/v1/hosts", nil, &out)
+}
+
+// EvacuateHost starts the evacuation of the host called name, which is
+// down: each of its sandboxes restored on a host that is up from its
+// newest off-site checkpoint (admin). Its result is an
+// api.EvacuationReport (WaitEvacuation).
+func (c *Client) EvacuateHost(ctx context.Context, name string, req api.EvacuateRequest) (api.Operation, error) {
+	var op api.Operation
+	return op, c.do(ctx, "POST", "/v1/hosts/"+url.PathEscape(name)+"/evacuate", req, &op)
+}
+
+// WaitEvacuation follows an evacuation to its report.
+func (c *Client) WaitEvacuation(ctx context.Context, op api.Operation, fn func(api.Event)) (api.EvacuationReport, error) {
+	var rep api.EvacuationReport
+	raw, err := c.Follow(ctx, op, fn)
+	if err != nil {
+		return rep, err
+	}
+	return rep, json.Unmarshal(raw, &rep)
 }

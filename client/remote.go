@@ -90,6 +90,14 @@ func NewRemote(r Remote) (*Client, error) {
 	return &Client{where: r.URL, base: "https://" + host, token: r.Token, http: &http.Client{Transport: tr}, dial: dial}, nil
 }
 
+// NewHTTP returns a client for the cairnd at base (https://HOST:PORT)
+// that sends its requests through hc as they are: what they carry to
+// prove who sends them is hc's to add (one host calling another; see
+// docs/several-hosts.md).
+func NewHTTP(base string, hc *http.Client) *Client {
+	return &Client{where: base, base: strings.TrimSuffix(base, "/"), http: hc}
+}
+
 // verifyChain checks the server's chain against the system's roots.
 func verifyChain(cs tls.ConnectionState, host string) error {
 	opts := x509.VerifyOptions{DNSName: host, Intermediates: x509.NewCertPool()}

@@ -130,8 +130,13 @@ func (c *Catalog) offsiteOf(accountID int64) *offsite.Service {
 	return svc
 }
 
+// LatestCheckpoint is the checkpoint id that names a sandbox's newest
+// checkpoint (of any trigger).
+const LatestCheckpoint = "latest"
+
 // FindCheckpoint returns sandbox sb's checkpoint with the per-sandbox id
-// (v3, auto-…) or the account-wide id ref; K08 when it has none.
+// (v3, auto-…), the account-wide id ref, or its newest for
+// LatestCheckpoint; K08 when it has none.
 func (c *Catalog) FindCheckpoint(ctx context.Context, sb metadata.Sandbox, ref string) (metadata.Checkpoint, error) {
 	return c.findCheckpoint(ctx, sb, ref)
 }

@@ -19,6 +19,13 @@ import (
 // findCheckpoint returns sandbox sb's checkpoint with the per-sandbox id
 // (v3, auto-…) or the account-wide id ref.
 func (c *Catalog) findCheckpoint(ctx context.Context, sb metadata.Sandbox, ref string) (metadata.Checkpoint, error) {
+	if ref == LatestCheckpoint {
+		ck, err := c.cfg.Store.LatestCheckpoint(ctx, sb.ID)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return ck, errdefs.New(api.CodeNoCheckpoint, "sandbox %s has no checkpoint yet", sb.Name)
+		}
+		return ck, err
+	}
 	ck, err := c.cfg.Store.CheckpointBySeq(ctx, sb.ID, ref)
 	if errors.Is(err, metadata.ErrNotFound) {
 		ck, err = c.cfg.Store.CheckpointByID(ctx, ref)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -411,10 +412,12 @@ type restoreOptions struct {
 	ID                 string // its checkpoint
 	As                 string // restore into a new sandbox of this name
 	NoSafetyCheckpoint bool
-	Wait               bool // follow an in-place restore to its end
-	DiskOnly           bool // restore only the disk of a memory checkpoint: boot, do not resume
-	FromOffsite        bool // rebuild the disk from the off-site repository
-	Whole              bool // from off-site, fetch the whole disk before the start
+	Wait               bool   // follow an in-place restore to its end
+	DiskOnly           bool   // restore only the disk of a memory checkpoint: boot, do not resume
+	FromOffsite        bool   // rebuild the disk from the off-site repository
+	Whole              bool   // from off-site, fetch the whole disk before the start
+	Latest             bool   // the newest checkpoint (with --on, the newest off-site)
+	On                 string // restore on this host: the sandbox's own is down
 }
 
 // newRestoreCommand returns "restore NAME ID"; path is how it is called
@@ -422,9 +425,9 @@ type restoreOptions struct {
 func newRestoreCommand(g *globalOptions, path string) *cobra.Command {
 	var opts restoreOptions
 	cmd := &cobra.Command{
-		Use:   "restore NAME ID",
+		Use:   "restore NAME [ID | --latest]",
 		Short: "Restore a checkpoint, in place or as a new sandbox",
-		Long: `Restore checkpoint ID of sandbox NAME.
+		Long: `Restore checkpoint ID of sandbox NAME (--latest: its newest checkpoint).
 
 In place (without --as), NAME goes back to the checkpoint and keeps its
 name and id: running sessions end and the sandbox comes back, booted with
@@ -446,23 +449,52 @@ it until it runs; NAME and the checkpoint are not touched.
 
 ` + lazyHelp + `
 
---json prints the operation, or the restored sandbox with --wait or --as.`,
+With --on HOST, a sandbox whose host is down (cairn host list) is restored
+on HOST under its name and id, from a checkpoint's off-site copy: with
+--latest the newest checkpoint that has one, with its processes if it
+holds memory and the sandbox ran. The checkpoints that only the lost
+host's pool holds are listed as lost. cairn follows it to the end. When the
+lost host comes back it stops its stale copy. "cairn host evacuate" does
+this for every sandbox of a host. See docs/several-hosts.md.
+
+--json prints the operation, or the restored sandbox with --wait or --as
+(with --on, what was restored and what was lost).`,
 		Example: fmt.Sprintf(`  %[1]s web v2
+  %[1]s web --latest --wait
+  %[1]s web --latest --on c
   %[1]s web v2 --wait
   %[1]s web auto-20260301T120000Z --as web-before
   %[1]s web v3 --disk-only
   %[1]s web v2 --as web-copy --from-offsite
   %[1]s web v2 --as web-copy --from-offsite --whole`, path),
-		Args: exactArgs("NAME", "ID"),
+		Args: optionalArgs([]string{"NAME"}, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name, opts.ID = args[0], args[1]
+			opts.Name = args[0]
+			switch {
+			case len(args) == 1 && !opts.Latest:
+				return usageErrorf("%q needs ID, or --latest", cmd.CommandPath())
+			case len(args) == 2 && opts.Latest:
+				return usageErrorf("give ID or --latest, not both")
+			case len(args) == 2:
+				opts.ID = args[1]
+			default:
+				opts.ID = catalogLatest
+			}
 			if opts.As != "" && opts.NoSafetyCheckpoint {
 				return usageErrorf("--no-safety-checkpoint is for a restore in place; --as leaves %s untouched", opts.Name)
+			}
+			if opts.On != "" && opts.As != "" {
+				return usageErrorf("--on keeps the sandbox's name: it does not go with --as (a restore as a new sandbox runs on the host that gets it)")
+			}
+			if opts.On != "" {
+				return runRestoreOn(cmd.Context(), opts, g)
 			}
 			return runRestore(cmd.Context(), opts, g)
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&opts.Latest, "latest", false, "restore the newest checkpoint (with --on: the newest that has an off-site copy)")
+	f.StringVar(&opts.On, "on", "", "restore the sandbox, whose host is down, on this host from off-site, keeping its name and id")
 	f.StringVar(&opts.As, "as", "", "restore into a new sandbox of this name instead of in place")
 	f.BoolVar(&opts.NoSafetyCheckpoint, "no-safety-checkpoint", false, "do not checkpoint the current state first (the restore cannot be undone)")
 	f.BoolVar(&opts.Wait, "wait", false, "follow an in-place restore until the sandbox is back")
@@ -531,6 +563,32 @@ following; the rollback goes on in cairnd.
 	f.BoolVar(&opts.DiskOnly, "disk-only", false, diskOnlyUsage)
 	addWholeFlag(f, &opts.Whole)
 	return cmd
+}
+
+// catalogLatest is the checkpoint id cairnd reads as the newest.
+const catalogLatest = "latest"
+
+// runRestoreOn restores a sandbox of a lost host on another and follows
+// it to the end.
+func runRestoreOn(ctx context.Context, opts restoreOptions, g *globalOptions) error {
+	c := g.client()
+	op, err := c.RestoreCheckpoint(ctx, opts.Name, opts.ID, api.RestoreRequest{On: opts.On, Whole: opts.Whole})
+	if err != nil {
+		return err
+	}
+	raw, err := follow(ctx, c, op, opts.Name, g)
+	if err != nil {
+		return err
+	}
+	var ev api.Evacuated
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return fmt.Errorf("operation %s: bad result: %w", op.ID, err)
+	}
+	if g.JSON {
+		return g.printJSON(ev)
+	}
+	printEvacuated(g, ev)
+	return nil
 }
 
 func runRestore(ctx context.Context, opts restoreOptions, g *globalOptions) error {

@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-sandbox/cairn/internal/agent"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
 	"github.com/cairn-sandbox/cairn/internal/disks"
+	"github.com/cairn-sandbox/cairn/internal/evacuate"
 	"github.com/cairn-sandbox/cairn/internal/hosts"
 	"github.com/cairn-sandbox/cairn/internal/httpedge"
 	"github.com/cairn-sandbox/cairn/internal/image"
@@ -315,6 +316,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Offsite:      offsites,
 		HostID:       hostID,
 		Mine:         registry.Mine,
+		Down:         registry.DownID,
+		HostName:     registry.NameOf,
 		Observer:     obs,
 		Activity:     hub.Publish,
 		LazyFillRate: cfg.LazyFillRate,
@@ -370,6 +373,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Images: imageService{Catalog: images, ops: ops, builder: newBuilder(pool, images, runtime, netMgr, cfg.DataDir), accounts: store,
 			buildMax: build.HostLimits(cfg.BuildMax, hostMemory())}, Operations: ops, Ports: ports, Activity: hub,
 		Requests: obs, Fingerprint: fingerprint, Hosts: forwarder,
+		Evacuations: &evacuate.Evacuator{Hosts: forwarder, Store: store, Ops: ops, Local: mgr.Evacuate},
 	}, info)
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

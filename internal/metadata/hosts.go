@@ -73,4 +73,13 @@ type HostStore interface {
 	Heartbeat(ctx context.Context, id string) error
 	// ListHosts returns every host, ordered by name.
 	ListHosts(ctx context.Context) ([]Host, error)
+	// MoveSandbox makes the sandbox with that id the host to's, its disk
+	// restored there from checkpoint current (an evacuation of a host
+	// that is down): its host_id goes from from to to, its current
+	// checkpoint is current, its saved session (a memory image in the
+	// old host's pool) is forgotten and UpdatedAt is now. ErrNotFound
+	// when there is no such sandbox or no checkpoint current of it;
+	// ErrConflict when the row no longer names from (another host took it
+	// over first).
+	MoveSandbox(ctx context.Context, id, from, to, current string) error
 }

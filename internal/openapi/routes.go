@@ -323,6 +323,10 @@ var operations = []op{
 	{method: "GET", path: "/v1/hosts", id: "listHosts", tag: "hosts", summary: "List the hosts", admin: true,
 		desc: "Every cairnd that shares the metadata database, with its state (up, or down once its heartbeat stopped), load and sandboxes; one host with SQLite. See docs/several-hosts.md.",
 		resp: []resp{list[api.Host]("The hosts, by name.")}},
+	{method: "POST", path: "/v1/hosts/{name}/evacuate", id: "evacuateHost", tag: "hosts", summary: "Evacuate a host that is down", admin: true,
+		desc: "Restores each sandbox of the host, which is down, on a host that is up (to, or spread over the least loaded), under its name and id, from its newest checkpoint with an off-site copy: with its processes if that checkpoint holds memory and the sandbox ran, lazily unless whole. Sandboxes of every account. The report lists each sandbox, where it is now, and the checkpoints only the lost host's pool holds (lost). With to, the request runs on that host. See docs/several-hosts.md.",
+		body: optionalBody[api.EvacuateRequest](""),
+		resp: accepted("the EvacuationReport"), codes: []string{api.CodeNoHost, api.CodeHostUp, api.CodeHostDown, api.CodeNoSandbox}},
 
 	{method: "POST", path: "/v1/verify", id: "verify", tag: "checkpoints", summary: "Verify the account's checkpoints",
 		desc: "Locally, or with offsite every object in the off-site locations read back and authenticated, damage repaired from the other location unless no_repair.",

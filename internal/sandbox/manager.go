@@ -118,6 +118,11 @@ type Config struct {
 	// every one is): recovery and the lifetime and idle loops look only at
 	// this host's sandboxes; a new sandbox's row names HostID.
 	Mine func(hostID string) bool
+	// Down says whether the host with that id is down (nil: none is):
+	// only a sandbox of a host that is down is taken over (takeover.go).
+	// HostName is the name of the host with that id, for messages.
+	Down     func(hostID string) bool
+	HostName func(hostID string) string
 	// Observer is told how checkpoints and restores went; nil: nobody.
 	Observer Observer
 	// Reads records in which order a sandbox reads its files after it

@@ -41,13 +41,27 @@ const InsideRestoreGrace = time.Second
 // RestoreFromInside is Restore in place, asked for by a process inside the
 // sandbox (its management socket): it starts after InsideRestoreGrace.
 func (m *Manager) RestoreFromInside(ctx context.Context, account, name, ref string, req api.RestoreRequest) (*operation.Op, error) {
-	if req.As != "" {
-		return nil, errdefs.New(api.CodeInvalidArgument, "restoring into a new sandbox is not possible from inside a sandbox")
+	if req.As != "" || req.On != "" {
+		return nil, errdefs.New(api.CodeInvalidArgument, "restoring into a new sandbox, or on another host, is not possible from inside a sandbox")
 	}
 	return m.restore(ctx, account, name, ref, req, InsideRestoreGrace)
 }
 
 func (m *Manager) restore(ctx context.Context, account, name, ref string, req api.RestoreRequest, grace time.Duration) (*operation.Op, error) {
+	if req.On != "" && req.As != "" {
+		return nil, errdefs.New(api.CodeInvalidArgument, "on and as do not go together: a restore on another host keeps the sandbox's name (restore as a new sandbox on the host that gets the request)")
+	}
+	if req.On != "" {
+		// The server sent it to host req.On, this one: a sandbox of
+		// another host is taken over, one of this host restored in place.
+		_, sb, err := m.lookup(ctx, account, name)
+		if err != nil {
+			return nil, err
+		}
+		if m.cfg.Mine == nil || !m.cfg.Mine(sb.HostID) {
+			return m.TakeOver(ctx, account, name, ref, req.Whole)
+		}
+	}
 	if req.As != "" {
 		acct, sb, err := m.lookup(ctx, account, name)
 		if err != nil {

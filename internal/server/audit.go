@@ -60,6 +60,7 @@ var auditActions = map[string]string{
 	"POST /v1/tokens":                                    "token.create",
 	"DELETE /v1/tokens/{id}":                             "token.revoke",
 	"POST /v1/verify":                                    "verify",
+	"POST /v1/hosts/{name}/evacuate":                     "host.evacuate",
 	"POST /v1/offsite/import":                            "offsite.import",
 }
 

@@ -34,16 +34,17 @@ var socketCredential = auth.Credential{Account: metadata.DefaultAccount, Role: a
 // adminRoutes are the routes only admin tokens may use: they manage the
 // host, or what every account shares.
 var adminRoutes = map[string]bool{
-	"DELETE /v1/images/{name}":   true,
-	"POST /v1/images/prune":      true,
-	"GET /v1/accounts":           true,
-	"POST /v1/accounts":          true,
-	"PATCH /v1/accounts/{name}":  true,
-	"DELETE /v1/accounts/{name}": true,
-	"GET /v1/tokens":             true,
-	"GET /v1/hosts":              true,
-	"POST /v1/tokens":            true,
-	"DELETE /v1/tokens/{id}":     true,
+	"DELETE /v1/images/{name}":       true,
+	"POST /v1/images/prune":          true,
+	"GET /v1/accounts":               true,
+	"POST /v1/accounts":              true,
+	"PATCH /v1/accounts/{name}":      true,
+	"DELETE /v1/accounts/{name}":     true,
+	"GET /v1/tokens":                 true,
+	"GET /v1/hosts":                  true,
+	"POST /v1/hosts/{name}/evacuate": true,
+	"POST /v1/tokens":                true,
+	"DELETE /v1/tokens/{id}":         true,
 }
 
 // memberRoutes are GETs that read what opens more than the account's

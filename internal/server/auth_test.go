@@ -33,7 +33,7 @@ var hostWide = map[string]bool{
 	"GET /v1/images": true, "POST /v1/images/pull": true, "POST /v1/images/import": true, "POST /v1/images/build": true,
 	"GET /v1/images/{name}": true, "DELETE /v1/images/{name}": true, "POST /v1/images/prune": true,
 	"GET /v1/accounts": true, "POST /v1/accounts": true, "PATCH /v1/accounts/{name}": true, "DELETE /v1/accounts/{name}": true,
-	"GET /v1/tokens": true, "POST /v1/tokens": true, "DELETE /v1/tokens/{id}": true, "GET /v1/hosts": true,
+	"GET /v1/tokens": true, "POST /v1/tokens": true, "DELETE /v1/tokens/{id}": true, "GET /v1/hosts": true, "POST /v1/hosts/{name}/evacuate": true,
 	"GET /v1/operations": true, "GET /v1/operations/{id}": true, "GET /v1/operations/{id}/events": true,
 }
 

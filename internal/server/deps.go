@@ -333,6 +333,17 @@ type Deps struct {
 	// request for a sandbox of another host is forwarded to it. nil: one
 	// host, and GET /v1/hosts answers none.
 	Hosts Hosts
+	// Evacuations restore the sandboxes of a host that is down on the
+	// others (evacuate.Evacuator); nil: POST /v1/hosts/{name}/evacuate
+	// answers H01 (one host).
+	Evacuations Evacuations
+}
+
+// Evacuations are evacuations of hosts that are down (evacuate.Evacuator).
+type Evacuations interface {
+	// Evacuate starts the evacuation of the host called name: H01 for
+	// none, H03 when it is up; its result is an api.EvacuationReport.
+	Evacuate(ctx context.Context, name string, req api.EvacuateRequest) (*operation.Op, error)
 }
 
 // Hosts is where requests go among the hosts (hosts.Forwarder).

@@ -67,6 +67,7 @@ var (
 	_ SandboxScope = (*fake)(nil)
 	_ Ports        = (*fake)(nil)
 	_ Hosts        = fakeHosts{}
+	_ Evacuations  = fakeHosts{}
 )
 
 func newFake(t *testing.T) *fake {
@@ -77,7 +78,7 @@ func newFake(t *testing.T) *fake {
 func (f *fake) server() *Server {
 	return New(Deps{
 		Sandboxes: f, Views: f, Checkpoints: f, Rewinds: f, Processes: f, Files: f, Accounts: f, Access: fakeAccess{f}, Audit: &f.audit,
-		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub, Hosts: fakeHosts{f},
+		Images: fakeImages{f}, Operations: fakeOps{f}, Scope: f, Ports: f, Activity: f.hub, Hosts: fakeHosts{f}, Evacuations: fakeHosts{f},
 	}, api.ServerInfo{Version: "test"})
 }
 
@@ -95,6 +96,9 @@ func (h fakeHosts) Forward(w http.ResponseWriter, _ *http.Request, host, caller 
 	w.WriteHeader(http.StatusTeapot)
 }
 func (h fakeHosts) OperationHost(string) string { return "" }
+func (h fakeHosts) Evacuate(_ context.Context, name string, req api.EvacuateRequest) (*operation.Op, error) {
+	return h.f.op("Hosts.Evacuate", "", name, req)
+}
 func (h fakeHosts) List(context.Context) ([]api.Host, error) {
 	h.f.record("Hosts.List", "")
 	return []api.Host{{Name: "one", ID: "h1", State: api.HostUp, This: true}}, h.f.err

@@ -64,21 +64,46 @@ func (s *Server) targetOf(w http.ResponseWriter, r *http.Request, rt route) (str
 	switch {
 	case strings.HasPrefix(rt.path, "/v1/operations/{id}"):
 		return s.hosts.OperationHost(r.PathValue("id")), nil
+	case rt.path == "/v1/sandboxes/{name}/checkpoints/{id}/restore":
+		// A restore on another host (on) goes to that host: the
+		// sandbox's own may be down.
+		var req struct{ On string }
+		if ok, err := peekBody(w, r, &req); err != nil || !ok || req.On == "" {
+			if err != nil {
+				return "", err
+			}
+			return s.hosts.SandboxHost(r.Context(), credential(r).Account, r.PathValue("name"))
+		}
+		return s.hosts.Place(r.Context(), req.On, "")
 	case strings.HasPrefix(rt.path, "/v1/sandboxes/{name}"):
 		return s.hosts.SandboxHost(r.Context(), credential(r).Account, r.PathValue("name"))
-	case rt.method == http.MethodPost && rt.path == "/v1/sandboxes":
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			return "", jsonBodyError(err)
+	case rt.path == "/v1/hosts/{name}/evacuate":
+		// With a host to evacuate to, the evacuation runs there.
+		var req struct{ To string }
+		if ok, err := peekBody(w, r, &req); err != nil || !ok || req.To == "" {
+			return "", err
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		return s.hosts.Place(r.Context(), req.To, "")
+	case rt.method == http.MethodPost && rt.path == "/v1/sandboxes":
 		var req struct{ Host, Image string }
-		if json.Unmarshal(body, &req) != nil {
-			return "", nil // the handler says what is wrong with it
+		if ok, err := peekBody(w, r, &req); err != nil || !ok {
+			return "", err
 		}
 		return s.hosts.Place(r.Context(), req.Host, req.Image)
 	}
 	return "", nil
+}
+
+// peekBody decodes r's JSON body into v and leaves it to be read again
+// by the handler; ok is false for no body, or one that does not decode
+// (the handler, served here, says what is wrong with it).
+func peekBody(w http.ResponseWriter, r *http.Request, v any) (ok bool, err error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return false, jsonBodyError(err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return len(body) > 0 && json.Unmarshal(body, v) == nil, nil
 }
 
 // peer authenticates a request forwarded by another host: its proof,
@@ -105,6 +130,25 @@ func (s *Server) peer(r *http.Request) (ctx context.Context, ok bool, err error)
 		return ctx, true, nil // the caller's token is checked below, as any
 	}
 	return nil, true, errdefs.New(api.CodeUnauthenticated, "%s: want %s or %s", api.CallerHeader, api.CallerToken, api.CallerSocket)
+}
+
+// evacuateHost answers POST /v1/hosts/{name}/evacuate.
+func (s *Server) evacuateHost(w http.ResponseWriter, r *http.Request) error {
+	var req api.EvacuateRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			return err
+		}
+	}
+	noteTarget(r, r.PathValue("name"), "")
+	if s.evacuations == nil {
+		return errdefs.New(api.CodeNoHost, "this cairnd shares its metadata with no other host: there is no host %q to evacuate", r.PathValue("name"))
+	}
+	op, err := s.evacuations.Evacuate(r.Context(), r.PathValue("name"), req)
+	if err != nil {
+		return err
+	}
+	return s.accepted(w, r, op)
 }
 
 // listHosts answers GET /v1/hosts.

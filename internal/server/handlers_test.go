@@ -104,6 +104,8 @@ var routeCases = []routeCase{
 		want: &call{"Access.RevokeToken", "", []any{"abcdefghijkl"}}},
 	{method: "GET", pattern: "/v1/hosts", path: "/v1/hosts", status: 200,
 		want: &call{"Hosts.List", "", nil}, bodyHas: `"state":"up"`},
+	{method: "POST", pattern: "/v1/hosts/{name}/evacuate", path: "/v1/hosts/a/evacuate", body: `{"to":"c","whole":true}`, status: 202,
+		want: &call{"Hosts.Evacuate", "", []any{"a", api.EvacuateRequest{To: "c", Whole: true}}}},
 	{method: "POST", pattern: "/v1/images/prune", path: "/v1/images/prune", status: 200,
 		want: &call{"Images.PruneCache", "", nil}, bodyHas: `"removed":3`},
 	{method: "GET", pattern: "/v1/images/{name}", path: "/v1/images/app", status: 200,

@@ -82,6 +82,7 @@ var routes = []route{
 	{"GET", "/v1/offsite/checkpoints", (*Server).offsiteCheckpoints},
 	{"POST", "/v1/offsite/import", (*Server).importOffsite},
 	{"GET", "/v1/hosts", (*Server).listHosts},
+	{"POST", "/v1/hosts/{name}/evacuate", (*Server).evacuateHost},
 	{"GET", "/v1/operations", (*Server).listOperations},
 	{"GET", "/v1/operations/{id}", (*Server).getOperation},
 	{"GET", "/v1/operations/{id}/events", (*Server).operationEvents},

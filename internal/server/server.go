@@ -59,7 +59,8 @@ type Server struct {
 	// requests is told about every request answered; nil: nobody.
 	requests RequestObserver
 	// hosts are the other hosts (forward.go); nil: one host.
-	hosts Hosts
+	hosts       Hosts
+	evacuations Evacuations
 }
 
 // New returns a server over d; info is what GET /v1 answers (its Account
@@ -69,7 +70,7 @@ func New(d Deps, info api.ServerInfo) *Server {
 		sandboxes: d.Sandboxes, views: d.Views, checkpoints: d.Checkpoints, rewinds: d.Rewinds,
 		processes: d.Processes, files: d.Files, accounts: d.Accounts, access: d.Access, audit: d.Audit, images: d.Images,
 		ops: d.Operations, scope: d.Scope, ports: d.Ports, activity: d.Activity, info: info,
-		requests: d.Requests, fingerprint: d.Fingerprint, hosts: d.Hosts,
+		requests: d.Requests, fingerprint: d.Fingerprint, hosts: d.Hosts, evacuations: d.Evacuations,
 	}
 	s.stopping, s.stopFollowers = context.WithCancel(context.Background())
 	s.mux = newMux(s, hostAPI, routes)
@@ -141,6 +142,8 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case api.CodeHostDown:
 		return http.StatusServiceUnavailable
+	case api.CodeHostUp:
+		return http.StatusConflict
 	case api.CodeNoSandbox, api.CodeNoImage, api.CodeNoCheckpoint, api.CodeNoOperation, api.CodeNoService, api.CodeNoLocation,
 		api.CodePortNotPublished, api.CodeNoSuchImage, api.CodeNoAccount, api.CodeNoToken, api.CodeNoFile, api.CodeNoProcess:
 		return http.StatusNotFound

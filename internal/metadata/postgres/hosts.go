@@ -89,3 +89,34 @@ func scanHost(row scanner) (metadata.Host, error) {
 	h.StartedAt, h.HeartbeatAt = started.UTC(), heartbeat.UTC()
 	return h, nil
 }
+
+// MoveSandbox implements metadata.Store.
+func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string) error {
+	what := fmt.Sprintf("metadata: move sandbox %s from host %s to %s", id, from, to)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var host string
+		err := tx.QueryRowContext(ctx, `SELECT host_id FROM sandboxes WHERE id = $1 FOR UPDATE`, id).Scan(&host)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sandbox: %w", metadata.ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		if host != from {
+			return fmt.Errorf("it is host %s's now: %w", host, metadata.ErrConflict)
+		}
+		var found bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = $1 AND sandbox_id = $2)`, current, id).Scan(&found); err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("no checkpoint %s of it: %w", current, metadata.ErrNotFound)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET host_id = $1, current_checkpoint = $2, resume_checkpoint = NULL, updated_at = $3 WHERE id = $4`,
+			to, current, s.nowTime(), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/cairn-sandbox/cairn/internal/metadata"
@@ -97,4 +98,35 @@ func scanHost(row scanner) (metadata.Host, error) {
 		return metadata.Host{}, err
 	}
 	return h, nil
+}
+
+// MoveSandbox implements metadata.Store.
+func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string) error {
+	what := fmt.Sprintf("metadata: move sandbox %s from host %s to %s", id, from, to)
+	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
+		var host string
+		err := tx.QueryRowContext(ctx, `SELECT host_id FROM sandboxes WHERE id = ?`, id).Scan(&host)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sandbox: %w", metadata.ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		if host != from {
+			return fmt.Errorf("it is host %s's now: %w", host, metadata.ErrConflict)
+		}
+		var found bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ? AND sandbox_id = ?)`, current, id).Scan(&found); err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("no checkpoint %s of it: %w", current, metadata.ErrNotFound)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET host_id = ?, current_checkpoint = ?, resume_checkpoint = NULL, updated_at = ? WHERE id = ?`,
+			to, current, formatTime(s.now()), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }

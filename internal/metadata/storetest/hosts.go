@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -88,5 +89,57 @@ func testHosts(t *testing.T, open OpenFunc) {
 	b2 := metadata.Host{ID: "hostb", Name: "b2", APIAddress: "127.0.0.1:7003", PeerKeyHash: "new"}
 	if got, err := s.RegisterHost(ctx, b2); err != nil || got.Name != "b2" || got.APIAddress != b2.APIAddress || got.Capacity != 0 || got.TLSFingerprint != "" {
 		t.Errorf("registered again: %+v, %v", got, err)
+	}
+}
+
+// testMoveSandbox: a sandbox moves from the host its row names to
+// another with the checkpoint its disk was restored from, its saved
+// session forgotten; a move from a host the row no longer names is
+// ErrConflict and changes nothing; an unknown sandbox, or a checkpoint
+// of another sandbox, is ErrNotFound.
+func testMoveSandbox(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := open(t, clock.Now)
+	t.Cleanup(func() { s.Close() })
+	a := ensureAccount(t, s, "alice")
+	sb := newSandbox("0000000000000001", a.ID, "web")
+	sb.HostID = "hosta"
+	create(t, s, sb)
+	other := newSandbox("0000000000000002", a.ID, "other")
+	other.HostID = "hosta"
+	create(t, s, other)
+	v0, v1 := newCheckpoint("c00000000001", sb), newCheckpoint("c00000000002", sb)
+	theirs := newCheckpoint("c00000000003", other)
+	for _, ck := range []metadata.Checkpoint{v0, v1, theirs} {
+		if _, err := s.CreateCheckpoint(ctx, ck); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetResumeCheckpoint(ctx, sb.ID, v1.ID); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	if err := s.MoveSandbox(ctx, sb.ID, "hosta", "hostc", v0.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := byID(t, s, sb.ID)
+	if got.HostID != "hostc" || got.CurrentCheckpoint != v0.ID || got.ResumeCheckpoint != "" || !got.UpdatedAt.Equal(clock.Now().UTC().Truncate(time.Microsecond)) {
+		t.Errorf("after the move: host %q current %q resume %q updated %v", got.HostID, got.CurrentCheckpoint, got.ResumeCheckpoint, got.UpdatedAt)
+	}
+	if err := s.MoveSandbox(ctx, sb.ID, "hosta", "hostb", v1.ID); !errors.Is(err, metadata.ErrConflict) {
+		t.Errorf("a second move from the old host: %v, want ErrConflict", err)
+	}
+	if got := byID(t, s, sb.ID); got.HostID != "hostc" || got.CurrentCheckpoint != v0.ID {
+		t.Errorf("a refused move changed the row: host %q current %q", got.HostID, got.CurrentCheckpoint)
+	}
+	if err := s.MoveSandbox(ctx, "00000000000000ff", "hosta", "hostc", v0.ID); !errors.Is(err, metadata.ErrNotFound) {
+		t.Errorf("moving an unknown sandbox: %v, want ErrNotFound", err)
+	}
+	if err := s.MoveSandbox(ctx, other.ID, "hosta", "hostc", v1.ID); !errors.Is(err, metadata.ErrNotFound) {
+		t.Errorf("moving with another sandbox's checkpoint: %v, want ErrNotFound", err)
+	}
+	if got := byID(t, s, other.ID); got.HostID != "hosta" {
+		t.Errorf("a refused move changed the other sandbox's host to %q", got.HostID)
 	}
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"SandboxNetwork", testSandboxNetwork},
 		{"SandboxSettings", testSandboxSettings},
 		{"Hosts", testHosts},
+		{"MoveSandbox", testMoveSandbox},
 		{"NotFound", testNotFound},
 		{"InvalidInput", testInvalidInput},
 		{"ListOrderAndFilter", testListOrderAndFilter},
