@@ -87,7 +87,8 @@ are listed as lost. When NAME comes back it stops its stale copies. Needs
 an admin token (or the unix socket). See docs/several-hosts.md.
 
 --json prints the report: each sandbox with the host it is on now, the
-checkpoint it was restored from and its lost checkpoints.`,
+checkpoint it was restored from and its lost checkpoints. cairn exits
+with 1 when a sandbox was not restored.`,
 		Example: "  cairn host evacuate a\n  cairn host evacuate a --to c\n  cairn --json host evacuate a",
 		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,12 +106,15 @@ checkpoint it was restored from and its lost checkpoints.`,
 				return fmt.Errorf("operation %s: bad result: %w", op.ID, err)
 			}
 			if g.JSON {
-				return g.printJSON(rep)
+				if err := g.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, ev := range rep.Sandboxes {
+					printEvacuated(g, ev)
+				}
+				g.printf("Host %s: %d sandboxes restored, %d not; %d checkpoints lost (only on %s)\n", rep.Host, rep.Restored, rep.Failed, rep.Lost, rep.Host)
 			}
-			for _, ev := range rep.Sandboxes {
-				printEvacuated(g, ev)
-			}
-			g.printf("Host %s: %d sandboxes restored, %d not; %d checkpoints lost (only on %s)\n", rep.Host, rep.Restored, rep.Failed, rep.Lost, rep.Host)
 			if rep.Failed > 0 {
 				return &exitError{code: 1}
 			}

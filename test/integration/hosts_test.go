@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
+	"github.com/cairn-sandbox/cairn/internal/repo/backend/s3/s3test"
 	"github.com/cairn-sandbox/cairn/internal/testenv/pgtest"
 )
 
@@ -27,14 +28,15 @@ type cluster struct {
 	hosts [3]*daemon
 	names [3]string
 	infos [3]api.ServerInfo
+	s3    [2]*s3test.Server
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	url := pgtest.New(t)
-	_, locs := s3Locations(t)
+	srv, locs := s3Locations(t)
 	config := offsiteConfig(t, locs, filepath.Join(t.TempDir(), "account.key"))
-	c := &cluster{names: [3]string{"a", "b", "c"}}
+	c := &cluster{names: [3]string{"a", "b", "c"}, s3: srv}
 	for i, name := range c.names {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
