@@ -379,6 +379,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	go mgr.RunLifetimes(opsCtx)
+	if registry.Shared() {
+		go mgr.RunStaleCopies(opsCtx)
+	}
 	if netMgr != nil {
 		// After the recovery, what runs has its network again; the rest
 		// of what networks left (a crash, a reboot) goes.

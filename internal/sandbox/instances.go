@@ -84,6 +84,17 @@ func (s *Instances) take(id string) *instance {
 	return inst
 }
 
+// ids returns the ids of the sandboxes that run here.
+func (s *Instances) ids() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.live))
+	for id := range s.live {
+		out = append(out, id)
+	}
+	return out
+}
+
 // closeAll closes every instance's host sockets and forgets them.
 func (s *Instances) closeAll() {
 	s.mu.Lock()

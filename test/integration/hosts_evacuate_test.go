@@ -150,3 +150,60 @@ func TestHostsEvacuateALostHost(t *testing.T) {
 		t.Errorf("disk after a came back: on %q, want c", sb.Host)
 	}
 }
+
+// A host that was cut off (its cairnd frozen with SIGSTOP: no heartbeat,
+// its sandboxes running on) is evacuated; when it comes back without a
+// restart it stops its stale copy within a few seconds, and the copy on
+// the host that took it over goes on.
+func TestHostsCutOffHostStopsItsStaleCopy(t *testing.T) {
+	c := startCluster(t)
+	a, b, cc := c.hosts[0], c.hosts[1], c.hosts[2]
+	web := a.create("web", "--network", "none", "--on", "a")
+	a.sh("web", "echo kept > /root/f")
+	v0 := a.checkpoint("web")
+	a.waitOffsite("web", v0.ID, "uploaded ×2", 3*time.Minute)
+
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			a.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	waitDown(t, b, "a")
+	var rep api.EvacuationReport
+	if err := json.Unmarshal([]byte(b.mustCLI("--json", "host", "evacuate", "a")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Restored != 1 || rep.Sandboxes[0].Host == "a" || rep.Sandboxes[0].Host == "" {
+		t.Fatalf("evacuating a (spread): %+v, want web restored on b or c", rep)
+	}
+	on := map[string]*daemon{"b": b, "c": cc}[rep.Sandboxes[0].Host]
+	if !slices.ContainsFunc(a.containers(), func(name string) bool { return strings.Contains(name, web.ID) }) {
+		t.Fatalf("a's copy of web is not running while a is frozen: %v", a.containers())
+	}
+
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	resumed = true
+	deadline := time.Now().Add(20 * time.Second)
+	for slices.ContainsFunc(a.containers(), func(name string) bool { return strings.Contains(name, web.ID) }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a still runs its stale copy of web 20 s after it came back: %v", a.containers())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !strings.Contains(a.logText(), "stopping the stale copy here") {
+		t.Errorf("a's log does not say it stopped its stale copy")
+	}
+	if exists(filepath.Join(a.dataDir, "pool", "sandboxes", web.ID)) {
+		t.Errorf("a's pool still holds web's root")
+	}
+	if got := on.sh("web", "cat /root/f"); got != "kept\n" {
+		t.Errorf("web on %s after a came back: %q", rep.Sandboxes[0].Host, got)
+	}
+	if sb := sandboxOn(t, a, "web"); sb.Host != rep.Sandboxes[0].Host || sb.State != api.StateRunning {
+		t.Errorf("web as a lists it: host %q state %q", sb.Host, sb.State)
+	}
+}
