@@ -3,6 +3,7 @@ package hosts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -211,5 +212,74 @@ func TestPlace(t *testing.T) {
 	fa.Forward(rec, httptest.NewRequest("GET", "/v1/sandboxes/x", nil), "id-b", api.CallerToken, func(err error) { failed = err })
 	if errdefs.CodeOf(failed) != api.CodeHostDown || rec.Code != http.StatusOK {
 		t.Errorf("forward to a down host: %v (answer %d)", failed, rec.Code)
+	}
+}
+
+// An evacuation's hosts: the lost host must be down and another (H03 for
+// this host or one that is up, H01 for none); without --to its sandboxes
+// are spread over the hosts that are up, the least loaded first, counting
+// the ones placed before (this host first among equals); --to puts them
+// all on one host, never on the lost one (H03).
+func TestLostAndSpread(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.New(t)
+	open := func(now func() time.Time) *postgres.Store {
+		s, err := postgres.Open(ctx, url, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	sa := open(time.Now)
+	a, err := Register(ctx, Config{Store: sa, Self: metadata.Host{ID: "id-a", Name: "a", APIAddress: "127.0.0.1:1"}, Locks: pgLocks{sa}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := open(time.Now)
+	if _, err := Register(ctx, Config{Store: sb, Self: metadata.Host{ID: "id-b", Name: "b", APIAddress: "127.0.0.1:2"}, Locks: pgLocks{sb}}); err != nil {
+		t.Fatal(err)
+	}
+	sl := open(func() time.Time { return time.Now().Add(-time.Minute) }) // its last heartbeat a minute ago
+	if _, err := sl.RegisterHost(ctx, metadata.Host{ID: "id-l", Name: "l", APIAddress: "127.0.0.1:3"}); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := sa.EnsureAccount(ctx, metadata.DefaultAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.CreateSandbox(ctx, metadata.Sandbox{ID: "0000000000000001", AccountID: acct.ID, Name: "on-a",
+		Image: "busybox", State: metadata.SandboxRunning, HostID: "id-a"}); err != nil {
+		t.Fatal(err)
+	}
+	f := NewForwarder(a, sa, func(string) bool { return true })
+	lost, err := f.Lost(ctx, "l")
+	if err != nil || lost.ID != "id-l" {
+		t.Fatalf("Lost(l): %+v %v", lost, err)
+	}
+	for name, code := range map[string]string{"a": api.CodeHostUp, "b": api.CodeHostUp, "zz": api.CodeNoHost} {
+		if _, err := f.Lost(ctx, name); errdefs.CodeOf(err) != code {
+			t.Errorf("Lost(%s): %v, want %s", name, err, code)
+		}
+	}
+	got, err := f.Spread(ctx, lost, "", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range got {
+		names = append(names, h.Name)
+	}
+	if fmt.Sprint(names) != "[b a b]" {
+		t.Errorf("spread of 3 with a running one: %v, want [b a b]", names)
+	}
+	if got, err := f.Spread(ctx, lost, "b", 2); err != nil || len(got) != 2 || got[0].Name != "b" || got[1].Name != "b" {
+		t.Errorf("spread --to b: %+v %v", got, err)
+	}
+	if _, err := f.Spread(ctx, lost, "l", 1); errdefs.CodeOf(err) != api.CodeHostUp {
+		t.Errorf("spread --to the lost host: %v, want %s", err, api.CodeHostUp)
+	}
+	if _, err := f.Spread(ctx, lost, "zz", 1); errdefs.CodeOf(err) != api.CodeNoHost {
+		t.Errorf("spread --to no host: %v, want %s", err, api.CodeNoHost)
 	}
 }
