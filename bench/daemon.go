@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -66,13 +67,17 @@ func startDaemonWith(ctx context.Context, binDir, runscPath, config string, extr
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if d.internet, err = testnet.Start(dir); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
 	d.cmd = exec.Command(filepath.Join(binDir, "cairnd"), "--data-dir", dir, "--socket", sock, "--pool-size", poolSize, "--config", configPath,
-		"--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream, "--proxy-listen", "127.0.0.1:0",
-		"--listen", "127.0.0.1:0")
+		"--proxy-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0")
+	// With --network-off (the evacuate group's hosts) it needs no test
+	// internet, of which there are a few only.
+	if !slices.Contains(extra, "--network-off") {
+		if d.internet, err = testnet.Start(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		d.cmd.Args = append(d.cmd.Args, "--network-uplink", d.internet.Uplink, "--dns-upstream", d.internet.Upstream)
+	}
 	d.cmd.Args = append(d.cmd.Args, extra...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Own process group: a ^C meant for the bench must not stop cairnd
@@ -130,7 +135,9 @@ func (d *benchDaemon) stop() error {
 	// The sandboxes' networks (namespaces, links, cairnd's table), then the
 	// test internet.
 	var netErr error
-	if err := network.CleanHost(filepath.Join(d.dataDir, "net")); err != nil {
+	if d.internet == nil {
+		// --network-off: it made no networks.
+	} else if err := network.CleanHost(filepath.Join(d.dataDir, "net")); err != nil {
 		netErr = fmt.Errorf("clean the host of the sandboxes' networks: %w", err)
 	}
 	if d.internet != nil {

@@ -74,6 +74,7 @@ var groups = []group{
 	{"network", "HTTP through the port proxy vs. direct, egress throughput vs. the host, create+start with vs. without networking", benchNetwork},
 	{"remote", "GET /v1/sandboxes and exec true over HTTPS with a token vs. the unix socket", benchRemote},
 	{"hosts", "GET /v1/sandboxes/{name} and exec true forwarded by another host vs. on the sandbox's own host (two cairnd on PostgreSQL)", benchHosts},
+	{"evacuate", "evacuation of a lost host holding 10 sandboxes (three cairnd on PostgreSQL, two S3) vs. restoring their checkpoints one by one by hand", benchEvacuate},
 	{"build", "build of an unchanged Dockerfile (all steps cached) vs. the same with --no-cache", benchBuild},
 	{"images", "pull of 300 MB in 5 layers vs. export | tar -x, second pull, create+start from a pulled image vs. busybox", benchImages},
 	{"files", "Files API write and read of 1 GiB vs. exec -i cat and the host's own disk", benchFiles},
