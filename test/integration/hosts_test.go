@@ -178,17 +178,26 @@ func TestHostsAnyHostAnswers(t *testing.T) {
 }
 
 // Two hosts checkpoint their own sandboxes of one account at the same
-// time: every checkpoint goes uploaded ×2 (each host uploads its own, one
-// writer of the repository at a time), and verify --offsite is clean.
+// time, for CAIRN_HOSTS_DURATION (the issue's minute with `make
+// hosts-trial`; 8 s in `make test`): every checkpoint goes uploaded ×2
+// (each host uploads its own, one writer of the repository at a time),
+// and verify --offsite is clean.
 func TestHostsCheckpointOneAccountTogether(t *testing.T) {
 	c := startCluster(t)
 	a, b := c.hosts[0], c.hosts[1]
-	a.create("on-a", "--network", "none")
-	b.create("on-b", "--network", "none")
-	const rounds = 4
+	dur := 8 * time.Second
+	if v := os.Getenv("CAIRN_HOSTS_DURATION"); v != "" {
+		var err error
+		if dur, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("CAIRN_HOSTS_DURATION: %v", err)
+		}
+	}
+	a.create("on-a", "--network", "none", "--on", "a")
+	b.create("on-b", "--network", "none", "--on", "b")
 	var wg sync.WaitGroup
 	ids := map[string][]string{}
 	var mu sync.Mutex
+	end := time.Now().Add(dur)
 	for _, w := range []struct {
 		d    *daemon
 		name string
@@ -196,8 +205,8 @@ func TestHostsCheckpointOneAccountTogether(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				w.d.sh(w.name, fmt.Sprintf("head -c 400000 /dev/urandom > /f%d", i))
+			for i := 0; time.Now().Before(end) || i < 2; i++ {
+				w.d.sh(w.name, fmt.Sprintf("head -c 400000 /dev/urandom > /f%d", i%8))
 				ck := w.d.checkpoint(w.name)
 				mu.Lock()
 				ids[w.name] = append(ids[w.name], ck.ID)
@@ -207,10 +216,8 @@ func TestHostsCheckpointOneAccountTogether(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	t.Logf("checkpoints taken in %v: on-a %d, on-b %d", dur, len(ids["on-a"]), len(ids["on-b"]))
 	for name, cks := range ids {
-		if len(cks) != rounds {
-			t.Fatalf("%s has %d checkpoints, want %d", name, len(cks), rounds)
-		}
 		for _, id := range cks {
 			a.waitOffsite(name, id, "uploaded ×2", 3*time.Minute)
 		}
