@@ -187,7 +187,7 @@ func (r *fillRun) connectAndFill(ctx context.Context, packs [][]int) (bool, erro
 	r.mu.Unlock()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	demand := make(chan int, 1024)
+	demand := newDemands()
 	readErr := make(chan error, 1)
 	go func() {
 		rd := bufio.NewReader(conn)
@@ -199,10 +199,7 @@ func (r *fillRun) connectAndFill(ctx context.Context, packs [][]int) (bool, erro
 				return
 			}
 			if fr.kind == msgNeed && int(fr.slot) < r.plan.Slots() {
-				select {
-				case demand <- int(fr.slot):
-				default: // full: lazyfs asks again, or the background gets there
-				}
+				demand.push(int(fr.slot))
 			}
 		}
 	}()
@@ -210,12 +207,11 @@ func (r *fillRun) connectAndFill(ctx context.Context, packs [][]int) (bool, erro
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			select {
-			case sl := <-demand:
-				r.fetch(cctx, []int{sl}, true)
-			case <-cctx.Done():
+			sl, ok := demand.pop(cctx)
+			if !ok {
 				return
 			}
+			r.fetch(cctx, []int{sl}, true)
 		}
 	})
 	bgErr := r.background(cctx, packs)
@@ -478,4 +474,61 @@ func FormatBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// demands are the slots reads wait for, in the order lazyfs asked, each
+// once: however many reads wait at once, none is dropped (lazyfs asks a
+// slot once, when its first read comes). At most one entry per slot of
+// the plan.
+type demands struct {
+	mu     sync.Mutex
+	queue  []int
+	queued map[int]bool
+	signal chan struct{} // holds a token while the queue is not empty
+}
+
+func newDemands() *demands {
+	return &demands{queued: map[int]bool{}, signal: make(chan struct{}, 1)}
+}
+
+// push adds slot sl unless it is queued already.
+func (d *demands) push(sl int) {
+	d.mu.Lock()
+	if !d.queued[sl] {
+		d.queued[sl] = true
+		d.queue = append(d.queue, sl)
+	}
+	d.mu.Unlock()
+	select {
+	case d.signal <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest slot asked for, waiting for one; false once ctx
+// ends.
+func (d *demands) pop(ctx context.Context) (int, bool) {
+	for {
+		d.mu.Lock()
+		if len(d.queue) > 0 {
+			sl := d.queue[0]
+			d.queue = d.queue[1:]
+			delete(d.queued, sl)
+			more := len(d.queue) > 0
+			d.mu.Unlock()
+			if more {
+				select {
+				case d.signal <- struct{}{}:
+				default:
+				}
+			}
+			return sl, true
+		}
+		d.mu.Unlock()
+		select {
+		case <-d.signal:
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
 }

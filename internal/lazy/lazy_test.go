@@ -380,3 +380,35 @@ func TestPrefetchedFilesComeFirstAndAreReported(t *testing.T) {
 		t.Fatalf("notes %+v: want the prefetched one before the complete one", notes)
 	}
 }
+
+// However many reads wait at once, the filler drops none of their
+// demands (lazyfs asks a slot once): 5000 slots asked while the worker
+// is busy all come out, in order, each once, a slot asked twice while
+// queued once.
+func TestDemandsDropNone(t *testing.T) {
+	d := newDemands()
+	for sl := range 5000 {
+		d.push(sl)
+		if sl%10 == 0 {
+			d.push(sl) // asked again while queued
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for want := range 5000 {
+		got, ok := d.pop(ctx)
+		if !ok || got != want {
+			t.Fatalf("demand %d: got %d, %v", want, got, ok)
+		}
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if sl, ok := d.pop(short); ok {
+		t.Fatalf("an empty queue gave slot %d", sl)
+	}
+	// A slot asked again once it was taken comes out again.
+	d.push(7)
+	if got, ok := d.pop(ctx); !ok || got != 7 {
+		t.Fatalf("slot asked again: %d %v", got, ok)
+	}
+}
