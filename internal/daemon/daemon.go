@@ -316,7 +316,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Offsite:      offsites,
 		HostID:       hostID,
 		Mine:         registry.Mine,
-		Down:         registry.DownID,
+		Down:         registry.DownNow,
 		HostName:     registry.NameOf,
 		Observer:     obs,
 		Activity:     hub.Publish,

@@ -296,6 +296,23 @@ func (r *Registry) DownID(id string) bool {
 	return ok && !r.Up(h)
 }
 
+// DownNow reports whether the host with that id is down, from the hosts
+// read again now (DownID's may be a heartbeat old): what a take-over of
+// its sandboxes checks.
+func (r *Registry) DownNow(id string) bool {
+	if id == "" || id == r.self.ID || !r.Shared() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := r.refresh(ctx)
+	if err != nil {
+		return false
+	}
+	h, ok := m[id]
+	return ok && !r.Up(h)
+}
+
 // VerifyPeer checks a forwarded request's proof: key is the peer key of
 // the host with id hostID as it registered at its last start.
 func (r *Registry) VerifyPeer(ctx context.Context, hostID, key string) (metadata.Host, error) {
