@@ -113,7 +113,11 @@ with 1 when a sandbox was not restored.`,
 				for _, ev := range rep.Sandboxes {
 					printEvacuated(g, ev)
 				}
-				g.printf("Host %s: %d sandboxes restored, %d not; %d checkpoints lost (only on %s)\n", rep.Host, rep.Restored, rep.Failed, rep.Lost, rep.Host)
+				sandboxes := fmt.Sprintf("%d sandboxes", rep.Restored)
+				if rep.Restored == 1 {
+					sandboxes = "1 sandbox"
+				}
+				g.printf("Host %s: %s restored, %d not; %s lost (only on %s)\n", rep.Host, sandboxes, rep.Failed, plural(rep.Lost, "checkpoint"), rep.Host)
 			}
 			if rep.Failed > 0 {
 				return &exitError{code: 1}
