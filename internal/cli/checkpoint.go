@@ -487,6 +487,9 @@ this for every sandbox of a host. See docs/several-hosts.md.
 				return usageErrorf("--on keeps the sandbox's name: it does not go with --as (a restore as a new sandbox runs on the host that gets it)")
 			}
 			if opts.On != "" {
+				if opts.DiskOnly || opts.FromOffsite || opts.NoSafetyCheckpoint || opts.Wait {
+					return usageErrorf("--on takes none of --disk-only, --from-offsite, --no-safety-checkpoint and --wait: it reads off-site, resumes a memory checkpoint's processes, has no current state to checkpoint and always waits")
+				}
 				return runRestoreOn(cmd.Context(), opts, g)
 			}
 			return runRestore(cmd.Context(), opts, g)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/client"
-	"github.com/cairn-sandbox/cairn/internal/errdefs"
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	"github.com/cairn-sandbox/cairn/internal/operation"
 )
@@ -55,7 +54,7 @@ func (e *Evacuator) Evacuate(ctx context.Context, name string, req api.EvacuateR
 	if err != nil {
 		return nil, err
 	}
-	sbs, err := e.sandboxesOf(ctx, lost, req.Sandboxes)
+	sbs, gone, err := e.sandboxesOf(ctx, lost, req.Sandboxes)
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +72,16 @@ func (e *Evacuator) Evacuate(ctx context.Context, name string, req api.EvacuateR
 	}
 	return e.Ops.Start("host.evacuate", "host/"+lost.Name, func(ctx context.Context, op *operation.Op) (any, error) {
 		rep := api.EvacuationReport{Host: lost.Name, Sandboxes: []api.Evacuated{}}
-		if len(sbs) == 0 {
+		for _, id := range gone {
+			rep.Sandboxes = append(rep.Sandboxes, e.gone(ctx, lost, id))
+		}
+		if len(sbs) == 0 && len(gone) == 0 {
 			op.Step(api.PhaseDone, "Host %s holds no sandbox: nothing to evacuate", lost.Name)
 			return rep, nil
 		}
-		op.Step(api.PhaseEvacuate, "Restoring the %d sandboxes of host %s on %s", len(sbs), lost.Name, hostNames(byID))
+		if len(sbs) > 0 {
+			op.Step(api.PhaseEvacuate, "Restoring the %d sandboxes of host %s on %s", len(sbs), lost.Name, hostNames(byID))
+		}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for id, ids := range shares {
@@ -111,31 +115,50 @@ func (e *Evacuator) Evacuate(ctx context.Context, name string, req api.EvacuateR
 	}), nil
 }
 
-// sandboxesOf returns the sandboxes host lost holds, of every account: the
-// ones with these ids when there are any (each must be one of them).
-func (e *Evacuator) sandboxesOf(ctx context.Context, lost metadata.Host, only []string) ([]metadata.Sandbox, error) {
+// sandboxesOf returns the sandboxes host lost holds, of every account:
+// with ids given, those of them it still holds, and gone, the ones it no
+// longer holds (moved meanwhile, or deleted), each reported on its own.
+func (e *Evacuator) sandboxesOf(ctx context.Context, lost metadata.Host, only []string) (sbs []metadata.Sandbox, gone []string, err error) {
 	all, err := e.Store.AllSandboxes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	want := map[string]bool{}
 	for _, id := range only {
 		want[id] = true
 	}
-	var out []metadata.Sandbox
 	for _, sb := range all {
 		if sb.HostID != lost.ID {
 			continue
 		}
 		if len(only) == 0 || want[sb.ID] {
-			out = append(out, sb)
+			sbs = append(sbs, sb)
 			delete(want, sb.ID)
 		}
 	}
-	for id := range want {
-		return nil, errdefs.New(api.CodeNoSandbox, "host %s holds no sandbox with id %q", lost.Name, id)
+	for _, id := range only {
+		if want[id] {
+			gone = append(gone, id)
+			delete(want, id)
+		}
 	}
-	return out, nil
+	return sbs, gone, nil
+}
+
+// gone is the report of a sandbox asked for that the lost host no longer
+// holds: where it is now, or that there is none.
+func (e *Evacuator) gone(ctx context.Context, lost metadata.Host, id string) api.Evacuated {
+	ev := api.Evacuated{ID: id, Error: &api.ErrorInfo{Code: api.CodeNoSandbox, Message: fmt.Sprintf("host %s holds no sandbox with id %q (deleted meanwhile)", lost.Name, id)}}
+	sb, err := e.Store.SandboxByID(ctx, id)
+	if err != nil {
+		return ev
+	}
+	ev.Name, ev.State = sb.Name, string(sb.State)
+	ev.Error = &api.ErrorInfo{Code: api.CodeHostUp, Message: fmt.Sprintf("sandbox %s is no longer on host %s: another host took it over meanwhile", sb.Name, lost.Name)}
+	if acct, err := metadata.AccountByID(ctx, e.Store, sb.AccountID); err == nil {
+		ev.Account = acct.Name
+	}
+	return ev
 }
 
 // share takes over the sandboxes ids on host h: here, or through h's API

@@ -80,6 +80,8 @@ type HostStore interface {
 	// old host's pool) is forgotten and UpdatedAt is now. ErrNotFound
 	// when there is no such sandbox or no checkpoint current of it;
 	// ErrConflict when the row no longer names from (another host took it
-	// over first).
-	MoveSandbox(ctx context.Context, id, from, to, current string) error
+	// over first), or when from's heartbeat is younger than downAfter
+	// (it came back: the move would leave the sandbox running on two
+	// hosts).
+	MoveSandbox(ctx context.Context, id, from, to, current string, downAfter time.Duration) error
 }

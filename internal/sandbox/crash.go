@@ -77,6 +77,14 @@ func (m *Manager) sandboxDied(sb metadata.Sandbox, inst *instance, reason string
 		logErr("sandbox died", err, "sandbox", sb.Name)
 		return
 	}
+	if m.cfg.Mine != nil && !m.cfg.Mine(cur.HostID) {
+		// A stale copy: the row is the host's that took it over.
+		slog.Warn("a stale copy of a sandbox another host took over died here; its row is left alone", "sandbox", sb.Name)
+		m.cfg.Instances.take(sb.ID)
+		inst.close()
+		logErr("remove the dead stale copy's container", m.cfg.Runtime.Delete(ctx, inst.container), "sandbox", sb.Name)
+		return
+	}
 	// The row first, then the instance goes: an exec that finds no
 	// instance finds the reason already.
 	switch {
@@ -156,8 +164,9 @@ func (m *Manager) restartCrashed(sb metadata.Sandbox) {
 	}
 	defer m.ex.release(l)
 	cur, err := m.cfg.Store.SandboxByID(ctx, sb.ID)
-	if err != nil || cur.State != metadata.SandboxCrashed || cur.Restart == metadata.RestartNo || m.run.isLive(sb.ID) {
-		return // changed meanwhile, or its policy was changed to no
+	if err != nil || cur.State != metadata.SandboxCrashed || cur.Restart == metadata.RestartNo || m.run.isLive(sb.ID) ||
+		m.cfg.Mine != nil && !m.cfg.Mine(cur.HostID) {
+		return // changed meanwhile, its policy was changed to no, or another host took it over
 	}
 	if err := m.run.startContainer(ctx, cur, ""); err != nil {
 		slog.Error("restart after crash failed", "sandbox", sb.Name, "err", err)

@@ -111,6 +111,9 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 		return err
 	}
 	for _, e := range entries {
+		if m.takenOver(ctx, e) {
+			continue
+		}
 		// One that cannot be undone now must not keep cairnd down: it
 		// stays running in the journal, and the next start tries again.
 		var err error
@@ -135,6 +138,24 @@ func (m *recovery) undoJournal(ctx context.Context) error {
 		slog.Info("journal: forgot old entries", "count", n)
 	}
 	return nil
+}
+
+// takenOver reports whether entry e's sandbox is another host's now (it
+// was evacuated while this host was down): its operation is not settled
+// here, where nothing of the sandbox is any longer this host's to change,
+// but ended as interrupted.
+func (m *recovery) takenOver(ctx context.Context, e metadata.JournalEntry) bool {
+	if m.cfg.Mine == nil || e.SandboxID == "" {
+		return false
+	}
+	sb, err := m.cfg.Store.SandboxByID(ctx, e.SandboxID)
+	if err != nil || m.cfg.Mine(sb.HostID) {
+		return false
+	}
+	slog.Warn("recover: the interrupted operation's sandbox was taken over by another host meanwhile; not settled here", "operation", e.ID, "sandbox", sb.Name)
+	logErr("journal: mark taken over", m.cfg.Store.FinishJournal(ctx, e.ID, metadata.JournalUndone, api.CodeInterrupted,
+		"interrupted when its host stopped; the sandbox was restored on another host meanwhile"), "operation", e.ID)
+	return true
 }
 
 // ArchivedOperation answers for an operation an earlier cairnd ran, as

@@ -123,6 +123,10 @@ type Config struct {
 	// HostName is the name of the host with that id, for messages.
 	Down     func(hostID string) bool
 	HostName func(hostID string) string
+	// HostDownAfter is how old a host's heartbeat is when it counts as
+	// down (hosts.DownAfter; 0: 10 s): a take-over moves a row only while
+	// its host's heartbeat is that old, checked in the move itself.
+	HostDownAfter time.Duration
 	// Observer is told how checkpoints and restores went; nil: nobody.
 	Observer Observer
 	// Reads records in which order a sandbox reads its files after it

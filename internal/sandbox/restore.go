@@ -52,15 +52,13 @@ func (m *Manager) restore(ctx context.Context, account, name, ref string, req ap
 		return nil, errdefs.New(api.CodeInvalidArgument, "on and as do not go together: a restore on another host keeps the sandbox's name (restore as a new sandbox on the host that gets the request)")
 	}
 	if req.On != "" {
-		// The server sent it to host req.On, this one: a sandbox of
-		// another host is taken over, one of this host restored in place.
-		_, sb, err := m.lookup(ctx, account, name)
-		if err != nil {
-			return nil, err
+		// The server sent it to host req.On, this one: a sandbox of a
+		// host that is down is taken over (H03 for one of this host, or
+		// of a host that is up).
+		if req.DiskOnly || req.FromOffsite || req.NoSafetyCheckpoint {
+			return nil, errdefs.New(api.CodeInvalidArgument, "on takes no disk_only, from_offsite or no_safety_checkpoint: a restore on another host reads off-site, with the memory of a memory checkpoint, and there is no current state to checkpoint")
 		}
-		if m.cfg.Mine == nil || !m.cfg.Mine(sb.HostID) {
-			return m.TakeOver(ctx, account, name, ref, req.Whole)
-		}
+		return m.TakeOver(ctx, account, name, ref, req.Whole)
 	}
 	if req.As != "" {
 		acct, sb, err := m.lookup(ctx, account, name)

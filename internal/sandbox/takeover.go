@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/api"
 	"github.com/cairn-sandbox/cairn/internal/catalog"
@@ -112,7 +114,12 @@ func (m *Manager) mayTakeOver(sb metadata.Sandbox) error {
 
 // notTakenOver is the report of a sandbox an evacuation could not restore.
 func (m *Manager) notTakenOver(ctx context.Context, sb metadata.Sandbox, id string, err error) api.Evacuated {
-	e := api.Evacuated{ID: id, Name: sb.Name, Host: m.hostName(sb.HostID),
+	// As the row is now: a sandbox restored here that did not start is
+	// this host's, crashed.
+	if cur, rerr := m.cfg.Store.SandboxByID(ctx, id); rerr == nil {
+		sb = cur
+	}
+	e := api.Evacuated{State: string(sb.State), ID: id, Name: sb.Name, Host: m.hostName(sb.HostID),
 		Error: &api.ErrorInfo{Code: errdefs.CodeOf(err), Message: err.Error()}}
 	if e.Error.Code == "" {
 		e.Error.Code = api.CodeInternal
@@ -126,6 +133,14 @@ func (m *Manager) notTakenOver(ctx context.Context, sb metadata.Sandbox, id stri
 	return e
 }
 
+// downAfter is how old a host's heartbeat is when it counts as down.
+func (m *Manager) downAfter() time.Duration {
+	if m.cfg.HostDownAfter > 0 {
+		return m.cfg.HostDownAfter
+	}
+	return 10 * time.Second
+}
+
 func (m *Manager) hostName(id string) string {
 	if m.cfg.HostName == nil {
 		return ""
@@ -137,13 +152,21 @@ func (m *Manager) hostName(id string) string {
 // checkpoint ref (see TakeOver), under its lease.
 func (m *Manager) takeOver(ctx context.Context, op *operation.Op, sb metadata.Sandbox, ref string, whole bool) (api.Evacuated, error) {
 	from := sb.HostID
-	// The lost host holds nothing any more: its leases (an operation it
-	// had under way when it died) would keep the sandbox busy for their
-	// whole TTL.
-	if gone, err := m.cfg.Leases.Reclaim(ctx, lease.OwnerPrefix(from)); err != nil {
+	// The lost host holds nothing any more: its lease on the sandbox (an
+	// operation it had under way when it died) would keep the sandbox
+	// busy for the lease's whole TTL. Only that one: the host's other
+	// leases are not this take-over's to end.
+	if held, err := m.cfg.Store.Leases(ctx, sandboxResource(sb.ID)); err != nil {
 		return api.Evacuated{}, err
-	} else if len(gone) > 0 {
-		slog.Info("take-over: the lost host's leases are let go", "host", from, "leases", len(gone))
+	} else {
+		for _, l := range held {
+			if strings.HasPrefix(l.Owner, lease.OwnerPrefix(from)) {
+				slog.Info("take-over: the lost host's lease on the sandbox is let go", "sandbox", sb.Name, "purpose", l.Purpose)
+				if err := m.cfg.Store.ReleaseLease(ctx, l.ID); err != nil {
+					return api.Evacuated{}, err
+				}
+			}
+		}
 	}
 	l, err := m.ex.exclusive(ctx, sb, api.StateRestoring)
 	if err != nil {
@@ -216,9 +239,9 @@ func (m *Manager) takeOver(ctx context.Context, op *operation.Op, sb metadata.Sa
 			defer remove()
 		}
 	}
-	if err := m.cfg.Store.MoveSandbox(ctx, sb.ID, from, m.cfg.HostID, ck.ID); err != nil {
+	if err := m.cfg.Store.MoveSandbox(ctx, sb.ID, from, m.cfg.HostID, ck.ID, m.downAfter()); err != nil {
 		if errors.Is(err, metadata.ErrConflict) {
-			return out, errdefs.Wrap(api.CodeHostUp, err, "sandbox %s was taken over by another host meanwhile", sb.Name)
+			return out, errdefs.Wrap(api.CodeHostUp, err, "sandbox %s was not moved: another host took it over meanwhile, or its host came back", sb.Name)
 		}
 		return out, err
 	}

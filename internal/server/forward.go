@@ -44,10 +44,13 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, rt route) boo
 	if s.hosts == nil || isForwarded(r) {
 		return false
 	}
-	host, err := s.targetOf(w, r, rt)
-	if err == nil && host != "" {
-		err = allowed(r, rt)
+	// The role first: a caller that may not use the route learns
+	// nothing of the hosts from it (its A02 is answered, and audited,
+	// here by the route itself).
+	if allowed(r, rt) != nil {
+		return false
 	}
+	host, err := s.targetOf(w, r, rt)
 	if err != nil {
 		s.fail(w, r, err)
 		return true

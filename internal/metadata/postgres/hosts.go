@@ -91,7 +91,7 @@ func scanHost(row scanner) (metadata.Host, error) {
 }
 
 // MoveSandbox implements metadata.Store.
-func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string) error {
+func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string, downAfter time.Duration) error {
 	what := fmt.Sprintf("metadata: move sandbox %s from host %s to %s", id, from, to)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var host string
@@ -103,6 +103,15 @@ func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string) e
 		}
 		if host != from {
 			return fmt.Errorf("it is host %s's now: %w", host, metadata.ErrConflict)
+		}
+		var beat time.Time
+		err = tx.QueryRowContext(ctx, `SELECT heartbeat_at FROM hosts WHERE id = $1`, from).Scan(&beat)
+		if err == nil {
+			if s.nowTime().Sub(beat) < downAfter {
+				return fmt.Errorf("host %s is back (heartbeat %s): %w", from, beat.UTC().Format(time.RFC3339), metadata.ErrConflict)
+			}
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
 		var found bool
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = $1 AND sandbox_id = $2)`, current, id).Scan(&found); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cairn-sandbox/cairn/internal/metadata"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -101,7 +102,7 @@ func scanHost(row scanner) (metadata.Host, error) {
 }
 
 // MoveSandbox implements metadata.Store.
-func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string) error {
+func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string, downAfter time.Duration) error {
 	what := fmt.Sprintf("metadata: move sandbox %s from host %s to %s", id, from, to)
 	err := inTx(ctx, s.writer, func(tx *sql.Tx) error {
 		var host string
@@ -113,6 +114,19 @@ func (s *Store) MoveSandbox(ctx context.Context, id, from, to, current string) e
 		}
 		if host != from {
 			return fmt.Errorf("it is host %s's now: %w", host, metadata.ErrConflict)
+		}
+		var beat string
+		err = tx.QueryRowContext(ctx, `SELECT heartbeat_at FROM hosts WHERE id = ?`, from).Scan(&beat)
+		if err == nil {
+			at, perr := parseTime(beat)
+			if perr != nil {
+				return perr
+			}
+			if s.now().Sub(at) < downAfter {
+				return fmt.Errorf("host %s is back (heartbeat %s): %w", from, beat, metadata.ErrConflict)
+			}
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
 		var found bool
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ? AND sandbox_id = ?)`, current, id).Scan(&found); err != nil {

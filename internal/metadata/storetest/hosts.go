@@ -120,26 +120,42 @@ func testMoveSandbox(t *testing.T, open OpenFunc) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute)
-	if err := s.MoveSandbox(ctx, sb.ID, "hosta", "hostc", v0.ID); err != nil {
+	if err := s.MoveSandbox(ctx, sb.ID, "hosta", "hostc", v0.ID, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	got := byID(t, s, sb.ID)
 	if got.HostID != "hostc" || got.CurrentCheckpoint != v0.ID || got.ResumeCheckpoint != "" || !got.UpdatedAt.Equal(clock.Now().UTC().Truncate(time.Microsecond)) {
 		t.Errorf("after the move: host %q current %q resume %q updated %v", got.HostID, got.CurrentCheckpoint, got.ResumeCheckpoint, got.UpdatedAt)
 	}
-	if err := s.MoveSandbox(ctx, sb.ID, "hosta", "hostb", v1.ID); !errors.Is(err, metadata.ErrConflict) {
+	if err := s.MoveSandbox(ctx, sb.ID, "hosta", "hostb", v1.ID, 0); !errors.Is(err, metadata.ErrConflict) {
 		t.Errorf("a second move from the old host: %v, want ErrConflict", err)
 	}
 	if got := byID(t, s, sb.ID); got.HostID != "hostc" || got.CurrentCheckpoint != v0.ID {
 		t.Errorf("a refused move changed the row: host %q current %q", got.HostID, got.CurrentCheckpoint)
 	}
-	if err := s.MoveSandbox(ctx, "00000000000000ff", "hosta", "hostc", v0.ID); !errors.Is(err, metadata.ErrNotFound) {
+	if err := s.MoveSandbox(ctx, "00000000000000ff", "hosta", "hostc", v0.ID, 0); !errors.Is(err, metadata.ErrNotFound) {
 		t.Errorf("moving an unknown sandbox: %v, want ErrNotFound", err)
 	}
-	if err := s.MoveSandbox(ctx, other.ID, "hosta", "hostc", v1.ID); !errors.Is(err, metadata.ErrNotFound) {
+	if err := s.MoveSandbox(ctx, other.ID, "hosta", "hostc", v1.ID, 0); !errors.Is(err, metadata.ErrNotFound) {
 		t.Errorf("moving with another sandbox's checkpoint: %v, want ErrNotFound", err)
 	}
 	if got := byID(t, s, other.ID); got.HostID != "hosta" {
 		t.Errorf("a refused move changed the other sandbox's host to %q", got.HostID)
+	}
+	// A host whose heartbeat is younger than downAfter is back: its
+	// sandbox does not move; once the heartbeat is old enough, it does.
+	if _, err := s.RegisterHost(ctx, metadata.Host{ID: "hostc", Name: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second)
+	if err := s.MoveSandbox(ctx, sb.ID, "hostc", "hostd", v1.ID, 10*time.Second); !errors.Is(err, metadata.ErrConflict) {
+		t.Errorf("moving from a host whose heartbeat is 5 s old (down after 10 s): %v, want ErrConflict", err)
+	}
+	if got := byID(t, s, sb.ID); got.HostID != "hostc" {
+		t.Errorf("a refused move from a live host changed the row: host %q", got.HostID)
+	}
+	clock.Advance(10 * time.Second)
+	if err := s.MoveSandbox(ctx, sb.ID, "hostc", "hostd", v1.ID, 10*time.Second); err != nil {
+		t.Errorf("moving from a host whose heartbeat is 15 s old: %v", err)
 	}
 }
