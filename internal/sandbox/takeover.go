@@ -156,15 +156,15 @@ func (m *Manager) takeOver(ctx context.Context, op *operation.Op, sb metadata.Sa
 	// operation it had under way when it died) would keep the sandbox
 	// busy for the lease's whole TTL. Only that one: the host's other
 	// leases are not this take-over's to end.
-	if held, err := m.cfg.Store.Leases(ctx, sandboxResource(sb.ID)); err != nil {
+	leases, err := m.cfg.Store.Leases(ctx, sandboxResource(sb.ID))
+	if err != nil {
 		return api.Evacuated{}, err
-	} else {
-		for _, l := range held {
-			if strings.HasPrefix(l.Owner, lease.OwnerPrefix(from)) {
-				slog.Info("take-over: the lost host's lease on the sandbox is let go", "sandbox", sb.Name, "purpose", l.Purpose)
-				if err := m.cfg.Store.ReleaseLease(ctx, l.ID); err != nil {
-					return api.Evacuated{}, err
-				}
+	}
+	for _, l := range leases {
+		if strings.HasPrefix(l.Owner, lease.OwnerPrefix(from)) {
+			slog.Info("take-over: the lost host's lease on the sandbox is let go", "sandbox", sb.Name, "purpose", l.Purpose)
+			if err := m.cfg.Store.ReleaseLease(ctx, l.ID); err != nil {
+				return api.Evacuated{}, err
 			}
 		}
 	}
