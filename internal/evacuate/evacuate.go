@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cairn-sandbox/cairn/api"
@@ -210,12 +211,5 @@ func hostNames(hs map[string]metadata.Host) string {
 		names = append(names, h.Name)
 	}
 	sort.Strings(names)
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
+	return strings.Join(names, ", ")
 }

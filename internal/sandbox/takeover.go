@@ -114,6 +114,7 @@ func (m *Manager) mayTakeOver(sb metadata.Sandbox) error {
 
 // notTakenOver is the report of a sandbox an evacuation could not restore.
 func (m *Manager) notTakenOver(ctx context.Context, sb metadata.Sandbox, id string, err error) api.Evacuated {
+	lostHost := sb.HostID
 	// As the row is now: a sandbox restored here that did not start is
 	// this host's, crashed.
 	if cur, rerr := m.cfg.Store.SandboxByID(ctx, id); rerr == nil {
@@ -128,7 +129,9 @@ func (m *Manager) notTakenOver(ctx context.Context, sb metadata.Sandbox, id stri
 		e.Account = acct.Name
 	}
 	if sb.ID != "" {
-		e.Lost = m.lostCheckpoints(ctx, sb, sb.HostID)
+		if cks, err := m.checkpointsOf(ctx, sb); err == nil {
+			e.Lost = lostOf(cks, lostHost)
+		}
 	}
 	return e
 }
@@ -183,7 +186,11 @@ func (m *Manager) takeOver(ctx context.Context, op *operation.Op, sb metadata.Sa
 	if err != nil {
 		return api.Evacuated{}, err
 	}
-	ck, err := m.takeOverCheckpoint(ctx, sb, ref)
+	cks, err := m.checkpointsOf(ctx, sb)
+	if err != nil {
+		return api.Evacuated{}, err
+	}
+	ck, err := m.takeOverCheckpoint(ctx, sb, cks, ref)
 	if err != nil {
 		return api.Evacuated{}, err
 	}
@@ -194,7 +201,7 @@ func (m *Manager) takeOver(ctx context.Context, op *operation.Op, sb metadata.Sa
 	lazily := !whole && src == disks.FromOffsite && m.lazyRemote(ck.AccountID) != nil
 	run := sb.State == metadata.SandboxRunning
 	out := api.Evacuated{Account: acct.Name, Name: sb.Name, ID: sb.ID, Checkpoint: ck.Seq, GlobalID: ck.ID, Lazy: lazily,
-		Lost: m.lostCheckpoints(ctx, sb, from)}
+		Lost: lostOf(cks, from)}
 	op.Step(api.PhaseEvacuate, "Restoring sandbox %s of host %s here from %s", sb.Name, m.hostName(from), ck.Seq)
 
 	undo := revert.New()
@@ -297,11 +304,16 @@ func (m *Manager) takeOverMemory(ctx context.Context, op *operation.Op, ck metad
 	return m.fetchMemory(ctx, op, ck)
 }
 
+// checkpointsOf lists every checkpoint of sb, oldest first.
+func (m *Manager) checkpointsOf(ctx context.Context, sb metadata.Sandbox) ([]metadata.Checkpoint, error) {
+	return m.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
+}
+
 // takeOverCheckpoint is the checkpoint of sb that ref names; for
-// LatestOffsite the newest that has an off-site copy. A checkpoint with
-// neither an off-site copy nor a local one on this host cannot be
-// restored here: R02.
-func (m *Manager) takeOverCheckpoint(ctx context.Context, sb metadata.Sandbox, ref string) (metadata.Checkpoint, error) {
+// LatestOffsite the newest of cks (its checkpoints, oldest first) that
+// has an off-site copy. A checkpoint with neither an off-site copy nor a
+// local one on this host cannot be restored here: R02.
+func (m *Manager) takeOverCheckpoint(ctx context.Context, sb metadata.Sandbox, cks []metadata.Checkpoint, ref string) (metadata.Checkpoint, error) {
 	if ref != LatestOffsite {
 		ck, err := m.cfg.Catalog.FindCheckpoint(ctx, sb, ref)
 		if err != nil {
@@ -312,10 +324,6 @@ func (m *Manager) takeOverCheckpoint(ctx context.Context, sb metadata.Sandbox, r
 		}
 		return ck, nil
 	}
-	cks, err := m.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
-	if err != nil {
-		return metadata.Checkpoint{}, err
-	}
 	for i := len(cks) - 1; i >= 0; i-- {
 		if cks[i].OffsiteManifest != "" {
 			return cks[i], nil
@@ -324,14 +332,9 @@ func (m *Manager) takeOverCheckpoint(ctx context.Context, sb metadata.Sandbox, r
 	return metadata.Checkpoint{}, errdefs.New(api.CodeNotOffsite, "sandbox %s has no checkpoint with an off-site copy: nothing of it can be restored while its host is down", sb.Name)
 }
 
-// lostCheckpoints are the checkpoints of sb whose disks only host's pool
-// holds: no off-site copy.
-func (m *Manager) lostCheckpoints(ctx context.Context, sb metadata.Sandbox, host string) []api.LostCheckpoint {
-	cks, err := m.cfg.Store.ListCheckpoints(ctx, sb.AccountID, metadata.CheckpointFilter{SandboxID: sb.ID, IncludeAuto: true})
-	if err != nil {
-		logErr("take-over: list the checkpoints", err, "sandbox", sb.Name)
-		return nil
-	}
+// lostOf are the checkpoints of cks whose disks only host's pool holds:
+// no off-site copy.
+func lostOf(cks []metadata.Checkpoint, host string) []api.LostCheckpoint {
 	var lost []api.LostCheckpoint
 	for _, ck := range cks {
 		if ck.OffsiteManifest == "" && ck.HostID == host {
