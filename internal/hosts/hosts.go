@@ -296,21 +296,16 @@ func (r *Registry) DownID(id string) bool {
 	return ok && !r.Up(h)
 }
 
-// DownNow reports whether the host with that id is down, from the hosts
-// read again now (DownID's may be a heartbeat old): what a take-over of
-// its sandboxes checks.
+// DownNow is DownID on the hosts read again now (DownID's view may be a
+// heartbeat old): what a take-over of a host's sandboxes checks. A read
+// that fails counts as up.
 func (r *Registry) DownNow(id string) bool {
-	if id == "" || id == r.self.ID || !r.Shared() {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	m, err := r.refresh(ctx)
-	if err != nil {
+	if _, err := r.refresh(ctx); err != nil {
 		return false
 	}
-	h, ok := m[id]
-	return ok && !r.Up(h)
+	return r.DownID(id)
 }
 
 // VerifyPeer checks a forwarded request's proof: key is the peer key of
